@@ -1,0 +1,162 @@
+"""Hardware descriptions: what the file states, and the figures derived from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from simulator import resources, units
+from simulator.config.loader import load
+from simulator.dram.timing import GDDR6Timing, check
+from simulator.errors import InputError
+
+GDDR_TYPES = ("GDDR6", "GDDR6X")
+PEAK_KEYS = ("fp64", "fp32", "fp16_vector", "tf32_tensor", "fp16_tensor", "bf16_tensor",
+             "fp8_tensor", "int8_tensor")
+
+
+@dataclass(frozen=True)
+class MemorySpec:
+    type: str
+    data_rate_gbps: float        # per pin
+    bus_width_bits: int
+    channel_width_bits: int
+    channels_per_device: int
+    devices: int
+    clamshell: bool
+    device_density_gbit: float
+    wck_mode: str | None
+    timing: GDDR6Timing | None   # at this data rate, in CK cycles
+    timing_source: str | None
+
+    @property
+    def is_gddr(self) -> bool:
+        return self.type in GDDR_TYPES
+
+    @property
+    def channels(self) -> int:
+        return self.bus_width_bits // self.channel_width_bits
+
+    @property
+    def capacity_bytes(self) -> int:
+        return self.devices * units.gbit_to_bytes(self.device_density_gbit)
+
+    @property
+    def peak_bandwidth_GBps(self) -> float:
+        return units.peak_bandwidth_GBps(self.bus_width_bits, self.data_rate_gbps)
+
+    @property
+    def ck_GHz(self) -> float | None:
+        return units.ck_frequency_GHz(self.data_rate_gbps) if self.is_gddr else None
+
+    @property
+    def wck_GHz(self) -> float | None:
+        if not self.is_gddr:
+            return None
+        return units.wck_frequency_GHz(self.data_rate_gbps, self.wck_mode or "QDR")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    display_name: str
+    vendor: str
+    chip: str
+    memory: MemorySpec
+    l2_bytes: int
+    last_level_cache_bytes: int
+    peak_tflops: dict[str, float | None]
+    sm_count: int | None
+    tdp_w: float | None
+    price_usd: float | None
+    sources: tuple[str, ...]
+    path: str
+
+    @property
+    def peak_bandwidth_Bps(self) -> float:
+        return self.memory.peak_bandwidth_GBps * units.GB
+
+    def ridge_points(self) -> dict[str, float]:
+        """FLOP per DRAM byte where each compute ceiling meets the bandwidth ceiling."""
+        return {key: value * units.TERA / self.peak_bandwidth_Bps
+                for key, value in self.peak_tflops.items() if value}
+
+
+def _memory(raw: dict, file: str) -> MemorySpec:
+    m = raw["memory"]
+    bus, chw, per_dev = m["bus_width_bits"], m["channel_width_bits"], m["channels_per_device"]
+    if bus % chw:
+        raise InputError(f"expected a multiple of channel_width_bits ({chw}), got {bus}",
+                         file=file, path="$.memory.bus_width_bits")
+    channels = bus // chw
+    per_channel_devices = 2 if m["clamshell"] else 1
+    if channels % per_dev:
+        raise InputError(f"expected a bus of whole devices ({per_dev} channels x {chw} bit "
+                         f"each), got {bus} bits", file=file, path="$.memory.bus_width_bits")
+    want_devices = channels // per_dev * per_channel_devices
+    if m["devices"] != want_devices:
+        how = "in x8 clamshell, two devices per channel pair" if m["clamshell"] else "x16 mode"
+        raise InputError(
+            f"expected {want_devices} devices for a {bus}-bit bus of {per_dev} x {chw}-bit "
+            f"channels per device ({how}), got {m['devices']}",
+            file=file, path="$.memory.devices")
+    timing = None
+    source = None
+    if m["type"] in GDDR_TYPES:
+        if chw != 16 or per_dev != 2:
+            raise InputError("expected GDDR6 organization: channel_width_bits 16 and "
+                             "channels_per_device 2", file=file, path="$.memory")
+        if "timing" not in m:
+            raise InputError("'timing' is required for GDDR memory (a datasheet timing set)",
+                             file=file, path="$.memory")
+        t = m["timing"]
+        ref = GDDR6Timing.from_cycles(t["cycles_ck"])
+        check(ref, file, "$.memory.timing.cycles_ck")
+        timing = ref.at_data_rate(t["reference_data_rate_gbps"], m["data_rate_gbps"])
+        check(timing, file, "$.memory.timing.cycles_ck")
+        source = t["source"]
+    elif "timing" in m or "wck_mode" in m:
+        key = "timing" if "timing" in m else "wck_mode"
+        raise InputError(f"'{key}' applies to GDDR memory only, got type {m['type']}",
+                         file=file, path=f"$.memory.{key}")
+    return MemorySpec(m["type"], float(m["data_rate_gbps"]), bus, chw, per_dev, m["devices"],
+                      m["clamshell"], float(m["device_density_gbit"]), m.get("wck_mode"),
+                      timing, source)
+
+
+def parse_hardware(raw: dict, file: str) -> Hardware:
+    """Build a Hardware from already schema-checked data."""
+    stem = Path(file).stem
+    if stem != raw["name"] and Path(file).suffix == ".json":
+        raise InputError(f"expected the name to equal the file name '{stem}', got '{raw['name']}'",
+                         file=file, path="$.name")
+    peaks = {k: raw["compute"]["peak_tflops"].get(k) for k in PEAK_KEYS}
+    return Hardware(
+        name=raw["name"], display_name=raw["display_name"], vendor=raw["vendor"],
+        chip=raw.get("chip", ""), memory=_memory(raw, file),
+        l2_bytes=raw["cache"]["l2_bytes"],
+        last_level_cache_bytes=raw["cache"].get("last_level_cache_bytes", 0),
+        peak_tflops=peaks, sm_count=raw["compute"].get("sm_count"), tdp_w=raw.get("tdp_w"),
+        price_usd=raw.get("price_usd"), sources=tuple(raw["sources"]), path=file)
+
+
+def hardware_names() -> list[str]:
+    return resources.shipped_names(resources.hardware_dir())
+
+
+def resolve_hardware_path(spec: str) -> Path:
+    """`spec` is a path to a JSON file or the name of a shipped description."""
+    looks_like_path = spec.endswith(".json") or "/" in spec or "\\" in spec
+    if looks_like_path:
+        return Path(spec)
+    found = resources.shipped_file(resources.hardware_dir(), spec)
+    if found is None:
+        raise InputError(f"unknown hardware '{spec}'; expected a path to a .json file or one of: "
+                         f"{', '.join(hardware_names())}")
+    return found
+
+
+def load_hardware(spec: str | Path) -> Hardware:
+    path = resolve_hardware_path(str(spec))
+    raw = load(path, "hardware")
+    return parse_hardware(raw, str(path))

@@ -1,0 +1,90 @@
+"""Read a JSON file and check it against its shipped JSON Schema.
+
+Every failure becomes an InputError naming the file, the JSON path and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import ValidationError, best_match
+
+from simulator.errors import InputError, json_path
+
+
+@cache
+def schema(name: str) -> dict[str, Any]:
+    """A shipped schema by name: 'hardware' or 'workload'."""
+    text = resources.files("simulator.config.schemas").joinpath(f"{name}.schema.json").read_text()
+    return json.loads(text)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("file not found", file=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("expected a JSON file, got a directory", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read: {exc}", file=str(path)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                         file=str(path)) from None
+
+
+def _expected(err: ValidationError) -> str:
+    """Say what the schema wanted, in words, and what was found."""
+    v, got = err.validator, err.instance
+    shown = json.dumps(got) if not isinstance(got, dict | list) else type(got).__name__
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    if v == "required":
+        return err.message.replace("is a required property", "is required but missing")
+    if v == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(got) - set(allowed)) if isinstance(got, dict) else []
+        return f"unknown key(s) {', '.join(map(repr, extra))}; expected one of: {', '.join(allowed)}"
+    if v == "type":
+        want = err.validator_value
+        want = " or ".join(want) if isinstance(want, list) else want
+        return f"expected {want}, got {shown}"
+    if v == "enum":
+        return f"expected one of {', '.join(map(json.dumps, err.validator_value))}, got {shown}"
+    if v == "const":
+        return f"expected {json.dumps(err.validator_value)}, got {shown}"
+    if v == "exclusiveMinimum":
+        return f"expected a number > {err.validator_value}, got {shown}"
+    if v == "minimum":
+        return f"expected a number >= {err.validator_value}, got {shown}"
+    if v == "exclusiveMaximum":
+        return f"expected a number < {err.validator_value}, got {shown}"
+    if v == "maximum":
+        return f"expected a number <= {err.validator_value}, got {shown}"
+    if v in ("minItems", "maxItems"):
+        return f"expected {v.replace('Items', '')} {err.validator_value} items, got {len(got)}"
+    if v == "pattern":
+        return f"expected a string matching {err.validator_value}, got {shown}"
+    if v == "minLength":
+        return f"expected a non-empty string, got {shown}"
+    return err.message
+
+
+def validate(data: Any, schema_name: str, file: str) -> None:
+    validator = jsonschema.Draft202012Validator(schema(schema_name))
+    err = best_match(validator.iter_errors(data))
+    if err is not None:
+        raise InputError(_expected(err), file=file, path=json_path(err.absolute_path))
+
+
+def load(path: Path, schema_name: str) -> Any:
+    data = read_json(path)
+    validate(data, schema_name, str(path))
+    return data

@@ -1,0 +1,97 @@
+"""Workload descriptions: a model, its batch, and how it is trained."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simulator import resources
+from simulator.config.loader import load
+from simulator.errors import InputError
+from simulator.workload.builder import Execution
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    type: str
+    lr: float = 1e-3
+    momentum: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    implementation: str = "foreach"  # PyTorch's default on CUDA
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    description: str
+    model: dict[str, Any]      # schema-checked; the model generator reads it
+    batch_size: int
+    src_seq_len: int | None
+    tgt_seq_len: int | None
+    dtype: str
+    loss: str
+    optimizer: OptimizerSpec
+    execution: Execution = field(default_factory=Execution)
+    path: str = ""
+
+
+_OPTIMIZER_KEYS = {"sgd": {"lr", "momentum", "weight_decay", "implementation"},
+                   "adam": {"lr", "betas", "eps", "weight_decay", "implementation"},
+                   "adamw": {"lr", "betas", "eps", "weight_decay", "implementation"}}
+
+
+def _optimizer(raw: dict, file: str) -> OptimizerSpec:
+    kind = raw["type"]
+    for key in raw:
+        if key != "type" and key not in _OPTIMIZER_KEYS[kind]:
+            raise InputError(f"'{key}' does not apply to {kind}; expected one of: "
+                             f"{', '.join(sorted(_OPTIMIZER_KEYS[kind]))}",
+                             file=file, path=f"$.training.optimizer.{key}")
+    args = {k: v for k, v in raw.items() if k != "type"}
+    if "betas" in args:
+        args["betas"] = tuple(args["betas"])
+    if kind == "adamw" and "weight_decay" not in args:
+        args["weight_decay"] = 0.01  # torch.optim.AdamW's default
+    return OptimizerSpec(type=kind, **args)
+
+
+def parse_workload(raw: dict, file: str) -> WorkloadSpec:
+    from simulator.workload.models import check_model  # the generators own their rules
+
+    data, training = raw["data"], raw["training"]
+    check_model(raw["model"], data, file)
+    return WorkloadSpec(
+        name=raw["name"], description=raw.get("description", ""), model=raw["model"],
+        batch_size=data["batch_size"], src_seq_len=data.get("src_seq_len"),
+        tgt_seq_len=data.get("tgt_seq_len"), dtype=training["dtype"], loss=training["loss"],
+        optimizer=_optimizer(training["optimizer"], file),
+        execution=Execution(**training.get("execution", {})), path=file)
+
+
+def workload_names() -> list[str]:
+    return resources.shipped_names(resources.workloads_dir())
+
+
+def resolve_workload_path(spec: str) -> Path:
+    """A path; failing that, a shipped workload by name (`transformer`, `workloads/cnn.json`)."""
+    path = Path(spec)
+    if path.exists():
+        return path
+    stem = path.name[:-5] if path.name.endswith(".json") else path.name
+    in_shipped_form = path.parent in (Path("."), Path("workloads"))
+    if in_shipped_form:
+        found = resources.shipped_file(resources.workloads_dir(), stem)
+        if found is not None:
+            return found
+    if not spec.endswith(".json") and "/" not in spec:
+        raise InputError(f"unknown workload '{spec}'; expected a path to a .json file or one of: "
+                         f"{', '.join(workload_names())}")
+    return path  # reading it reports the missing file
+
+
+def load_workload(spec: str | Path) -> WorkloadSpec:
+    path = resolve_workload_path(str(spec))
+    return parse_workload(load(path, "workload"), str(path))

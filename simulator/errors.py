@@ -1,0 +1,29 @@
+"""One error type for bad input, so the CLI can print it plainly and exit 2."""
+
+from __future__ import annotations
+
+
+def json_path(parts) -> str:
+    """Render a path such as ('memory', 'timing', 0) as `$.memory.timing[0]`."""
+    out = "$"
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+class InputError(Exception):
+    """Bad user input: names the file, the JSON path inside it, and what was expected."""
+
+    def __init__(self, message: str, *, file: str | None = None, path: str | None = None):
+        self.file = file
+        self.path = path
+        self.message = message
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = ": ".join(p for p in (self.file, f"at {self.path}" if self.path else None) if p)
+        return f"{where}: {self.message}" if where else self.message
+
+    def in_file(self, file: str) -> InputError:
+        """The same error, attributed to `file` when it had no file yet."""
+        return self if self.file else InputError(self.message, file=file, path=self.path)

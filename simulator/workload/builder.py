@@ -1,0 +1,161 @@
+"""Records a training step the way PyTorch's autograd runs it.
+
+Layer functions (layers.py) emit their forward op and push a backward closure on a tape;
+`backward()` runs the tape in reverse, which is the order autograd's engine follows for the
+sequential graphs we generate. Gradients that reach a tensor twice are summed by an extra op, as
+autograd's input buffers do, and the first gradient of a parameter becomes its `.grad` in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from simulator.workload.trace import (
+    Access,
+    Category,
+    Op,
+    Pattern,
+    Phase,
+    Tensor,
+    Trace,
+    Unit,
+)
+
+AccessLike = Tensor | Access
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the framework runs the step (PyTorch on CUDA defaults)."""
+
+    attention: str = "fused"          # fused (memory-efficient / flash kernel) or math (unfused)
+    allow_tf32_matmul: bool = False   # torch.backends.cuda.matmul.allow_tf32 (default False)
+    allow_tf32_conv: bool = True      # torch.backends.cudnn.allow_tf32 (default True)
+
+
+def _access(a: AccessLike) -> Access:
+    return a if isinstance(a, Access) else Access(a, a.nbytes)
+
+
+class TraceBuilder:
+    def __init__(self, workload: str, dtype: str, execution: Execution | None = None):
+        self.workload = workload
+        self.execution = execution or Execution()
+        # gradients of slices of a packed parameter, waiting to be concatenated
+        self.slice_grads: dict[int, list[Tensor]] = {}
+        self.dtype = dtype  # the default data type of activations and parameters
+        self.phase = Phase.FORWARD
+        self.ops: list[Op] = []
+        self.tensors: list[Tensor] = []
+        self.parameters: list[Tensor] = []
+        self.optimizer_state: list[Tensor] = []
+        self.releases: dict[int, int] = {}
+        self._tape: list[Callable[[], None]] = []
+        self._grads: dict[int, Tensor] = {}
+        self._shared_grads: set[int] = set()
+
+    # --- tensors -------------------------------------------------------------------------
+    def tensor(self, name: str, shape: Iterable[int], category: Category, dtype: str | None = None,
+               requires_grad: bool = False, retained: bool = False) -> Tensor:
+        t = Tensor(len(self.tensors), name, tuple(int(s) for s in shape), dtype or self.dtype,
+                   category, requires_grad, retained)
+        self.tensors.append(t)
+        return t
+
+    def parameter(self, name: str, shape: Iterable[int]) -> Tensor:
+        p = self.tensor(name, shape, Category.PARAMETER, requires_grad=True)
+        self.parameters.append(p)
+        return p
+
+    def activation(self, name: str, shape: Iterable[int], *inputs: Tensor, dtype: str | None = None,
+                   saved: bool = True) -> Tensor:
+        """A forward output; it needs a gradient when any input does."""
+        del saved  # lifetimes follow from accesses, see memory.py
+        return self.tensor(name, shape, Category.ACTIVATION, dtype,
+                           requires_grad=any(t.requires_grad for t in inputs))
+
+    def temporary(self, name: str, shape: Iterable[int], dtype: str | None = None) -> Tensor:
+        return self.tensor(name, shape, Category.TEMPORARY, dtype)
+
+    def release_at(self, tensor: Tensor, op_index: int) -> None:
+        """Keep `tensor` allocated until op `op_index` (a Python variable still holds it)."""
+        self.releases[tensor.id] = op_index
+
+    # --- ops -------------------------------------------------------------------------------
+    def op(self, name: str, kind: str, reads: Iterable[AccessLike], writes: Iterable[AccessLike],
+           flops: int = 0, unit: Unit = Unit.VECTOR, dtype: str | None = None,
+           math_dtype: str = "") -> Op:
+        op = Op(len(self.ops), name, kind, self.phase, int(flops),
+                tuple(_access(a) for a in reads), tuple(_access(a) for a in writes),
+                dtype or self.dtype, unit, math_dtype)
+        self.ops.append(op)
+        return op
+
+    # --- autograd -------------------------------------------------------------------------
+    def on_backward(self, fn: Callable[[], None]) -> None:
+        self._tape.append(fn)
+
+    def grad_of(self, t: Tensor) -> Tensor | None:
+        return self._grads.get(t.id)
+
+    def new_grad(self, t: Tensor, name: str | None = None) -> Tensor:
+        """A tensor to hold one gradient contribution for `t`.
+
+        The first contribution to a parameter becomes its .grad (AccumulateGrad steals it);
+        everything else is a temporary.
+        """
+        is_new_param_grad = t.category is Category.PARAMETER and t.id not in self._grads
+        cat = Category.GRADIENT if is_new_param_grad else Category.TEMPORARY
+        return self.tensor(name or f"grad({t.name})", t.shape, cat, t.dtype)
+
+    def accumulate(self, t: Tensor, g: Tensor, share: bool = False) -> None:
+        """Add gradient contribution `g` to `t`'s gradient.
+
+        `share=True` passes the same tensor on to another input (the backward of an add does);
+        a later sum into a shared gradient is then out of place, as autograd does.
+        """
+        if not t.requires_grad:
+            return
+        old = self._grads.get(t.id)
+        if old is None:
+            self._grads[t.id] = g
+            if share:
+                self._shared_grads.add(g.id)
+            return
+        if old.id in self._shared_grads:
+            out = self.tensor(f"grad({t.name})", t.shape, old.category, t.dtype)
+            self.op(f"{t.name}.grad_accumulate", "elementwise", [old, g], [out])
+            self._grads[t.id] = out
+        else:
+            self.op(f"{t.name}.grad_accumulate", "elementwise", [old, g], [old])
+        if share:
+            self._shared_grads.add(g.id)
+
+    def backward(self, loss: Tensor) -> None:
+        """loss.backward(): seed the gradient with ones and run the tape in reverse."""
+        self.phase = Phase.BACKWARD
+        seed = self.temporary(f"grad({loss.name})", loss.shape, loss.dtype)
+        self.op("loss.backward_seed", "elementwise", [], [seed])
+        self._grads[loss.id] = seed
+        for fn in reversed(self._tape):
+            fn()
+        self._tape.clear()
+
+    def param_grad(self, p: Tensor) -> Tensor:
+        g = self._grads.get(p.id)
+        if g is None:
+            raise RuntimeError(f"parameter {p.name} received no gradient")
+        return g
+
+    def trace(self) -> Trace:
+        return Trace(self.workload, self.ops, self.tensors, self.parameters,
+                     self.optimizer_state, self.releases)
+
+
+def gather(t: Tensor, nbytes: int) -> Access:
+    return Access(t, nbytes, Pattern.GATHER)
+
+
+def part(t: Tensor, nbytes: int, pattern: Pattern = Pattern.SEQUENTIAL) -> Access:
+    return Access(t, nbytes, pattern)

@@ -1,0 +1,413 @@
+"""PyTorch layers as op emitters: each records its forward kernels and pushes its backward.
+
+FLOPs follow torch.utils.flop_counter.FlopCounterMode: 2 per multiply-add, counted for matmuls,
+convolutions and attention only. Kernels and saved tensors follow PyTorch on CUDA (fused dropout
+with a 1-byte mask, memory-efficient attention), unless the execution options say otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.workload.builder import TraceBuilder, gather, part
+from simulator.workload.trace import Category, Pattern, Tensor, Unit
+
+
+def _matmul_math(b: TraceBuilder, conv: bool) -> str:
+    ex = b.execution
+    if b.dtype == "fp32" and (ex.allow_tf32_conv if conv else ex.allow_tf32_matmul):
+        return "tf32"
+    return b.dtype
+
+
+def _mm(b: TraceBuilder, name: str, reads, writes, flops: int, kind: str = "matmul") -> None:
+    b.op(name, kind, reads, writes, flops, Unit.MATRIX,
+         math_dtype=_matmul_math(b, conv=kind == "conv"))
+
+
+# --- dense layers -------------------------------------------------------------------------
+def linear(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, name: str,
+           w_bytes: int | None = None, w_shape: tuple[int, int] | None = None) -> Tensor:
+    """y = x @ W^T + bias. `w_bytes`/`w_shape` select a slice of a packed weight (MHA in_proj)."""
+    out_f, in_f = w_shape or w.shape
+    rows = x.numel // in_f
+    wb = w_bytes if w_bytes is not None else w.nbytes
+    bb = (bias.nbytes * out_f // bias.shape[0]) if bias is not None else 0
+    lead = x.shape[:-1] if x.shape[-1] == in_f else (rows,)  # a flattened view of x
+    y = b.activation(f"{name}.out", lead + (out_f,), x, w)
+    flops = 2 * rows * in_f * out_f
+    reads = [x, part(w, wb)] + ([part(bias, bb)] if bias is not None else [])
+    _mm(b, name, reads, [y], flops)
+
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None:
+            return
+        if x.requires_grad:
+            gx = b.new_grad(x)
+            _mm(b, f"{name}.grad_input", [gy, part(w, wb)], [gx], flops)
+            b.accumulate(x, gx)
+        if w_shape is None:
+            gw = b.new_grad(w)
+            _mm(b, f"{name}.grad_weight", [gy, x], [gw], flops)
+            b.accumulate(w, gw)
+            if bias is not None:
+                gb = b.new_grad(bias)
+                b.op(f"{name}.grad_bias", "reduction", [gy], [gb])
+                b.accumulate(bias, gb)
+        else:  # a slice of a packed weight: the slice gradients are concatenated by the caller
+            gw = b.temporary(f"grad({name}.weight_slice)", w_shape, w.dtype)
+            _mm(b, f"{name}.grad_weight", [gy, x], [gw], flops)
+            b.slice_grads.setdefault(w.id, []).append(gw)
+            if bias is not None:
+                gb = b.temporary(f"grad({name}.bias_slice)", (out_f,), bias.dtype)
+                b.op(f"{name}.grad_bias", "reduction", [gy], [gb])
+                b.slice_grads.setdefault(bias.id, []).append(gb)
+
+    b.on_backward(backward)
+    return y
+
+
+def concat_slice_grads(b: TraceBuilder, param: Tensor, name: str) -> None:
+    """Backward of w.split(...): cat the slice gradients into the parameter's gradient."""
+    def backward() -> None:
+        slices = b.slice_grads.pop(param.id, [])
+        if not slices:
+            return
+        g = b.new_grad(param)
+        b.op(f"{name}.grad_cat", "copy", slices, [g])
+        b.accumulate(param, g)
+
+    b.on_backward(backward)
+
+
+def embedding(b: TraceBuilder, idx: Tensor, w: Tensor, name: str) -> Tensor:
+    rows = idx.numel
+    dim = w.shape[1]
+    row_bytes = rows * dim * w.nbytes // w.numel
+    y = b.activation(f"{name}.out", idx.shape + (dim,), w)
+    b.op(name, "embedding", [idx, gather(w, row_bytes)], [y])
+
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None:
+            return
+        gw = b.new_grad(w)
+        # embedding_dense_backward: zero the whole table, then scatter-add one row per index
+        b.op(f"{name}.grad_weight", "embedding", [gy, idx], [gw, gather(gw, row_bytes)])
+        b.accumulate(w, gw)
+
+    b.on_backward(backward)
+    return y
+
+
+# --- elementwise ----------------------------------------------------------------------------
+def dropout(b: TraceBuilder, x: Tensor, p: float, name: str) -> Tensor:
+    """native_dropout on CUDA: output plus a 1-byte keep mask saved for backward."""
+    if p <= 0:
+        return x
+    y = b.activation(f"{name}.out", x.shape, x)
+    mask = b.activation(f"{name}.mask", x.shape, dtype="bool")
+    b.op(name, "elementwise", [x], [y, mask])
+
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None or not x.requires_grad:
+            return
+        gx = b.new_grad(x)
+        b.op(f"{name}.backward", "elementwise", [gy, mask], [gx])
+        b.accumulate(x, gx)
+
+    b.on_backward(backward)
+    return y
+
+
+def relu(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
+    y = b.activation(f"{name}.out", x.shape, x)
+    b.op(name, "elementwise", [x], [y])
+
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None or not x.requires_grad:
+            return
+        gx = b.new_grad(x)
+        b.op(f"{name}.backward", "elementwise", [gy, y], [gx])  # threshold_backward on the output
+        b.accumulate(x, gx)
+
+    b.on_backward(backward)
+    return y
+
+
+def gelu(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
+    y = b.activation(f"{name}.out", x.shape, x)
+    b.op(name, "elementwise", [x], [y])
+
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None or not x.requires_grad:
+            return
+        gx = b.new_grad(x)
+        b.op(f"{name}.backward", "elementwise", [gy, x], [gx])  # gelu_backward on the input
+        b.accumulate(x, gx)
+
+    b.on_backward(backward)
+    return y
+
+
+def add(b: TraceBuilder, x: Tensor, y: Tensor, name: str) -> Tensor:
+    """A residual sum; its backward hands the same gradient to both inputs."""
+    z = b.activation(f"{name}.out", x.shape, x, y)
+    b.op(name, "elementwise", [x, y], [z])
+
+    def backward() -> None:
+        gz = b.grad_of(z)
+        if gz is None:
+            return
+        b.accumulate(y, gz, share=True)
+        b.accumulate(x, gz, share=True)
+
+    b.on_backward(backward)
+    return z
+
+
+def layer_norm(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor, name: str) -> Tensor:
+    rows = x.numel // x.shape[-1]
+    y = b.activation(f"{name}.out", x.shape, x, w)
+    mean = b.activation(f"{name}.mean", (rows,), dtype="fp32")
+    rstd = b.activation(f"{name}.rstd", (rows,), dtype="fp32")
+    b.op(name, "norm", [x, w, bias], [y, mean, rstd])
+
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None:
+            return
+        gx = b.new_grad(x)
+        gw = b.new_grad(w)
+        gb = b.new_grad(bias)
+        b.op(f"{name}.backward", "norm", [gy, x, mean, rstd, w], [gx, gw, gb])
+        b.accumulate(w, gw)
+        b.accumulate(bias, gb)
+        b.accumulate(x, gx)
+
+    b.on_backward(backward)
+    return y
+
+
+def copy(b: TraceBuilder, x: Tensor, shape: tuple[int, ...], name: str) -> Tensor:
+    """A permute/transpose made contiguous: reads strided, writes sequential."""
+    y = b.activation(f"{name}.out", shape, x)
+    b.op(name, "copy", [part(x, x.nbytes, Pattern.STRIDED)], [y])
+
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None or not x.requires_grad:
+            return
+        gx = b.new_grad(x)
+        b.op(f"{name}.backward", "copy", [part(gy, gy.nbytes, Pattern.STRIDED)], [gx])
+        b.accumulate(x, gx)
+
+    b.on_backward(backward)
+    return y
+
+
+# --- attention ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AttentionShape:
+    batch: int
+    heads: int
+    q_len: int
+    kv_len: int
+    head_dim: int
+
+    def bmm_flops(self) -> int:
+        """One (q_len x head_dim) @ (head_dim x kv_len) product per batch and head."""
+        return 2 * self.batch * self.heads * self.q_len * self.kv_len * self.head_dim
+
+
+def attention(b: TraceBuilder, q_src: Tensor, kv_src: Tensor, s: AttentionShape, dropout_p: float,
+              name: str) -> Tensor:
+    """scaled_dot_product_attention over q (in q_src) and k, v (in kv_src, possibly the same
+    packed tensor). Returns the output as (batch, heads, q_len, head_dim)."""
+    ex = b.execution
+    out_shape = (s.batch, s.heads, s.q_len, s.head_dim)
+    if ex.attention == "fused":
+        return _attention_fused(b, q_src, kv_src, s, out_shape, name)
+    return _attention_math(b, q_src, kv_src, s, dropout_p, out_shape, name)
+
+
+def _sources(q_src: Tensor, kv_src: Tensor) -> list[Tensor]:
+    return [q_src] if q_src is kv_src else [q_src, kv_src]
+
+
+def _attention_fused(b, q_src, kv_src, s: AttentionShape, out_shape, name) -> Tensor:
+    """Memory-efficient attention: no score matrix in DRAM, dropout from a Philox seed, a
+    logsumexp saved per row; the backward recomputes the scores (5 bmm-equivalents)."""
+    out = b.activation(f"{name}.out", out_shape, q_src, kv_src)
+    lse_len = -(-s.q_len // 32) * 32
+    lse = b.activation(f"{name}.logsumexp", (s.batch, s.heads, lse_len), dtype="fp32")
+    srcs = _sources(q_src, kv_src)
+    b.op(name, "attention", srcs, [out, lse], 2 * s.bmm_flops(), Unit.MATRIX,
+         math_dtype=_matmul_math(b, conv=False))
+
+    def backward() -> None:
+        gout = b.grad_of(out)
+        if gout is None:
+            return
+        grads = [b.new_grad(t) for t in srcs]
+        b.op(f"{name}.backward", "attention", [gout, *srcs, out, lse], grads, 5 * s.bmm_flops(),
+             Unit.MATRIX, math_dtype=_matmul_math(b, conv=False))
+        for t, g in zip(srcs, grads):
+            b.accumulate(t, g)
+
+    b.on_backward(backward)
+    return out
+
+
+def _attention_math(b, q_src, kv_src, s: AttentionShape, dropout_p, out_shape, name) -> Tensor:
+    """The unfused path (_scaled_dot_product_attention_math): scale, bmm, softmax, dropout, bmm.
+    q, k and v are strided views of their packed sources; the score matrix lives in DRAM."""
+    bh = s.batch * s.heads
+    q_bytes = bh * s.q_len * s.head_dim * q_src.nbytes // q_src.numel
+    kv_bytes = bh * s.kv_len * s.head_dim * kv_src.nbytes // kv_src.numel
+    strided = Pattern.STRIDED
+    md = _matmul_math(b, conv=False)
+    srcs = _sources(q_src, kv_src)
+    v_grads: list[Tensor] = []
+
+    q = b.activation(f"{name}.q_scaled", (bh, s.q_len, s.head_dim), q_src)
+    b.op(f"{name}.scale", "elementwise", [part(q_src, q_bytes, strided)], [q])
+    scores = b.activation(f"{name}.scores", (bh, s.q_len, s.kv_len), q, kv_src)
+    b.op(f"{name}.qk", "matmul", [q, part(kv_src, kv_bytes, strided)], [scores],
+         s.bmm_flops(), Unit.MATRIX, math_dtype=md)
+
+    def backward_qk() -> None:
+        gs = b.grad_of(scores)
+        if gs is None:
+            return
+        gq = b.temporary(f"grad({q.name})", q.shape)
+        b.op(f"{name}.qk.grad_q", "matmul", [gs, part(kv_src, kv_bytes, strided)], [gq],
+             s.bmm_flops(), Unit.MATRIX, math_dtype=md)
+        gk = b.temporary(f"grad({name}.k)", (bh, s.kv_len, s.head_dim))
+        b.op(f"{name}.qk.grad_k", "matmul", [gs, q], [gk], s.bmm_flops(), Unit.MATRIX,
+             math_dtype=md)
+        gqs = b.temporary(f"grad({name}.q)", q.shape)
+        b.op(f"{name}.scale.backward", "elementwise", [gq], [gqs])
+        # select/unbind backward: the q, k, v gradients are laid back into their packed sources
+        grads = [b.new_grad(t) for t in srcs]
+        b.op(f"{name}.grad_pack", "copy", [part(p, p.nbytes, strided) for p in [gqs, gk, *v_grads]],
+             grads)
+        for t, g in zip(srcs, grads):
+            b.accumulate(t, g)
+
+    b.on_backward(backward_qk)
+    probs = b.activation(f"{name}.probs", scores.shape, scores)
+    b.op(f"{name}.softmax", "elementwise", [scores], [probs])
+
+    def backward_softmax() -> None:
+        gp = b.grad_of(probs)
+        if gp is None:
+            return
+        gs = b.new_grad(scores)
+        b.op(f"{name}.softmax.backward", "elementwise", [gp, probs], [gs])
+        b.accumulate(scores, gs)
+
+    b.on_backward(backward_softmax)
+    dropped = dropout(b, probs, dropout_p, f"{name}.dropout")
+    out = b.activation(f"{name}.out", out_shape, dropped, kv_src)
+    b.op(f"{name}.av", "matmul", [dropped, part(kv_src, kv_bytes, strided)], [out],
+         s.bmm_flops(), Unit.MATRIX, math_dtype=md)
+
+    def backward_av() -> None:
+        gout = b.grad_of(out)
+        if gout is None:
+            return
+        gd = b.new_grad(dropped)
+        b.op(f"{name}.av.grad_probs", "matmul", [gout, part(kv_src, kv_bytes, strided)], [gd],
+             s.bmm_flops(), Unit.MATRIX, math_dtype=md)
+        b.accumulate(dropped, gd)
+        gv = b.temporary(f"grad({name}.v)", (bh, s.kv_len, s.head_dim))
+        b.op(f"{name}.av.grad_v", "matmul", [dropped, gout], [gv], s.bmm_flops(), Unit.MATRIX,
+             math_dtype=md)
+        v_grads.append(gv)
+
+    b.on_backward(backward_av)
+    return out
+
+
+# --- losses ---------------------------------------------------------------------------------
+def cross_entropy(b: TraceBuilder, logits: Tensor, target: Tensor, name: str) -> Tensor:
+    """log_softmax then nll_loss (mean), as F.cross_entropy decomposes on CUDA."""
+    logp = b.activation(f"{name}.log_softmax", logits.shape, logits)
+    b.op(f"{name}.log_softmax", "elementwise", [logits], [logp])
+    loss = b.tensor(f"{name}.loss", (), Category.ACTIVATION, "fp32", requires_grad=True,
+                    retained=True)
+    rows = logits.numel // logits.shape[-1]
+    elem = logits.nbytes // logits.numel
+    total_weight = b.activation(f"{name}.total_weight", (), dtype="fp32")
+    b.op(f"{name}.nll_loss", "loss", [target, gather(logp, rows * elem)], [loss, total_weight])
+
+    def backward() -> None:
+        gl = b.grad_of(loss)
+        glogp = b.temporary(f"grad({logp.name})", logp.shape)
+        # nll_loss_backward: zero-fill, then one element per row
+        b.op(f"{name}.nll_loss.backward", "loss", [gl, target, total_weight],
+             [glogp, gather(glogp, rows * elem)])
+        gx = b.new_grad(logits)
+        b.op(f"{name}.log_softmax.backward", "elementwise", [glogp, logp], [gx])
+        b.accumulate(logits, gx)
+
+    b.on_backward(backward)
+    return loss
+
+
+# --- convolutional --------------------------------------------------------------------------
+def conv2d(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, stride: int, padding: int,
+           name: str) -> Tensor:
+    n, c_in, h, wd = x.shape
+    c_out, _, kh, kw = w.shape
+    ho = (h + 2 * padding - kh) // stride + 1
+    wo = (wd + 2 * padding - kw) // stride + 1
+    y = b.activation(f"{name}.out", (n, c_out, ho, wo), x, w)
+    flops = 2 * n * c_out * ho * wo * c_in * kh * kw
+    reads = [x, w] + ([bias] if bias is not None else [])
+    _mm(b, name, reads, [y], flops, kind="conv")
+
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None:
+            return
+        if x.requires_grad:
+            gx = b.new_grad(x)
+            _mm(b, f"{name}.grad_input", [gy, w], [gx], flops, kind="conv")
+            b.accumulate(x, gx)
+        gw = b.new_grad(w)
+        _mm(b, f"{name}.grad_weight", [gy, x], [gw], flops, kind="conv")
+        b.accumulate(w, gw)
+        if bias is not None:
+            gb = b.new_grad(bias)
+            b.op(f"{name}.grad_bias", "reduction", [gy], [gb])
+            b.accumulate(bias, gb)
+
+    b.on_backward(backward)
+    return y
+
+
+def max_pool2d(b: TraceBuilder, x: Tensor, kernel: int, stride: int, name: str) -> Tensor:
+    n, c, h, w = x.shape
+    ho = (h - kernel) // stride + 1
+    wo = (w - kernel) // stride + 1
+    y = b.activation(f"{name}.out", (n, c, ho, wo), x)
+    idx = b.activation(f"{name}.indices", (n, c, ho, wo), dtype="int64")
+    b.op(name, "elementwise", [x], [y, idx])
+
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None or not x.requires_grad:
+            return
+        gx = b.new_grad(x)
+        # max_pool2d_with_indices_backward: zero-fill, scatter through the indices
+        b.op(f"{name}.backward", "elementwise", [gy, idx], [gx])
+        b.accumulate(x, gx)
+
+    b.on_backward(backward)
+    return y

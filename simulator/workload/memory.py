@@ -1,0 +1,82 @@
+"""Live device memory over the step, from tensor lifetimes.
+
+A tensor is allocated at the first op that touches it (parameters, optimizer state and the batch
+exist before the step) and freed after the last op that touches it, unless something holds it:
+parameters, their gradients and optimizer state persist; the loop holds the logits and the loss;
+`Trace.releases` names later release points. This is what PyTorch frees by reference counting,
+counted as storage bytes without allocator rounding or caching (the reference figures' definition).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.workload.trace import PERSISTENT, Category, Phase, Trace
+
+CATEGORIES = tuple(Category)
+
+
+@dataclass(frozen=True)
+class MemoryProfile:
+    peak_bytes: int                 # largest live total, outputs of the peak op included
+    peak_op: int                    # index of the op at which it occurs
+    peak_phase: Phase
+    at_peak: dict[Category, int]    # live bytes by category at the peak
+    live_after: np.ndarray          # (ops, categories): bytes live after each op completes
+    start_bytes: int                # live before the first op (parameters, state, batch)
+
+    def peak_in(self, phase: Phase, trace: Trace) -> int:
+        idx = [op.index for op in trace.ops if op.phase == phase]
+        return int(self.live_after[idx].sum(axis=1).max()) if idx else 0
+
+
+def lifetimes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(alloc_at, free_after) op indices per tensor id; -1 means 'before the step'."""
+    n_ops = len(trace.ops)
+    n = len(trace.tensors)
+    first = np.full(n, n_ops, dtype=np.int64)
+    last = np.full(n, -1, dtype=np.int64)
+    for op in trace.ops:
+        for acc in op.reads + op.writes:
+            tid = acc.tensor.id
+            first[tid] = min(first[tid], op.index)
+            last[tid] = max(last[tid], op.index)
+    for tid, at in trace.releases.items():
+        last[tid] = max(last[tid], at)
+    for t in trace.tensors:
+        if t.category in (Category.PARAMETER, Category.OPTIMIZER_STATE, Category.INPUT):
+            first[t.id] = -1
+        if t.category in PERSISTENT or t.retained:
+            last[t.id] = n_ops - 1
+    return first, last
+
+
+def profile(trace: Trace) -> MemoryProfile:
+    n_ops = len(trace.ops)
+    first, last = lifetimes(trace)
+    used = first < n_ops  # tensors no op touches are never allocated (a parameter always is)
+    nbytes = np.array([t.nbytes for t in trace.tensors], dtype=np.int64)
+    cat_index = {c: i for i, c in enumerate(CATEGORIES)}
+    cats = np.array([cat_index[t.category] for t in trace.tensors], dtype=np.int64)
+
+    alloc = np.zeros((n_ops + 1, len(CATEGORIES)), dtype=np.int64)   # row 0: before the step
+    free = np.zeros((n_ops, len(CATEGORIES)), dtype=np.int64)
+    sel = used
+    np.add.at(alloc, (first[sel] + 1, cats[sel]), nbytes[sel])
+    np.add.at(free, (last[sel], cats[sel]), nbytes[sel])
+    cum_alloc = np.cumsum(alloc, axis=0)
+    during = cum_alloc[1:] - np.vstack([np.zeros((1, len(CATEGORIES)), np.int64),
+                                        np.cumsum(free, axis=0)[:-1]])
+    live_after = cum_alloc[1:] - np.cumsum(free, axis=0)
+    totals = during.sum(axis=1)
+    peak_op = int(np.argmax(totals)) if n_ops else 0
+    return MemoryProfile(
+        peak_bytes=int(totals[peak_op]) if n_ops else int(cum_alloc[0].sum()),
+        peak_op=peak_op,
+        peak_phase=trace.ops[peak_op].phase if n_ops else Phase.FORWARD,
+        at_peak={c: int(during[peak_op, i]) for i, c in enumerate(CATEGORIES)} if n_ops else {},
+        live_after=live_after,
+        start_bytes=int(cum_alloc[0].sum()),
+    )

@@ -1,0 +1,149 @@
+"""The operator-level trace of one training step: tensors, the ops that read and write them.
+
+A trace is plain data. It knows nothing of DRAM timing; the replay turns its accesses into
+traffic, and `memory.py` turns tensor lifetimes into live bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+DTYPE_BYTES = {
+    "fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1,
+    "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1,
+}
+FLOAT_DTYPES = ("fp64", "fp32", "fp16", "bf16")
+
+
+class Phase(str, Enum):
+    FORWARD = "forward"    # forward pass, loss included
+    BACKWARD = "backward"
+    OPTIMIZER = "optimizer"
+
+
+PHASES = tuple(Phase)
+
+
+class Category(str, Enum):
+    """What a tensor is for; the memory report groups live bytes by these."""
+
+    PARAMETER = "parameters"
+    GRADIENT = "gradients"              # parameter gradients (.grad)
+    OPTIMIZER_STATE = "optimizer_state"
+    INPUT = "inputs"                    # the batch and its labels
+    ACTIVATION = "activations"          # forward outputs, saved or not
+    TEMPORARY = "temporaries"           # activation gradients, optimizer scratch
+
+
+# Categories that stay allocated after their last use within the step.
+PERSISTENT = frozenset({Category.PARAMETER, Category.GRADIENT, Category.OPTIMIZER_STATE})
+
+
+class Unit(str, Enum):
+    """Which execution unit does the op's FLOPs: matrix (tensor cores) or vector (CUDA cores)."""
+
+    MATRIX = "matrix"
+    VECTOR = "vector"
+
+
+@dataclass(eq=False)
+class Tensor:
+    """One storage. Identity matters: two Tensor objects are two allocations."""
+
+    id: int
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    category: Category
+    requires_grad: bool = False
+    retained: bool = False  # the training loop holds it (logits, loss) until the step ends
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * DTYPE_BYTES[self.dtype]
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, {self.shape}, {self.dtype})"
+
+
+class Pattern(str, Enum):
+    SEQUENTIAL = "sequential"
+    STRIDED = "strided"
+    GATHER = "gather"
+
+
+@dataclass(frozen=True)
+class Access:
+    """Bytes of one tensor that an op reads or writes, and how they are laid out in time."""
+
+    tensor: Tensor
+    nbytes: int
+    pattern: Pattern = Pattern.SEQUENTIAL
+
+
+@dataclass
+class Op:
+    index: int
+    name: str
+    kind: str        # matmul, conv, attention, elementwise, norm, reduction, copy, embedding, loss, optimizer
+    phase: Phase
+    flops: int       # FlopCounterMode convention: matmul, convolution and attention only
+    reads: tuple[Access, ...]
+    writes: tuple[Access, ...]
+    dtype: str       # the data type of its arithmetic
+    unit: Unit
+    math_dtype: str = ""  # set when the matrix unit runs another type (tf32 for fp32 convolutions)
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(a.nbytes for a in self.reads)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(a.nbytes for a in self.writes)
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOP per DRAM byte, counting each byte the op reads or writes once."""
+        return self.flops / self.bytes_moved if self.bytes_moved else math.inf
+
+
+@dataclass
+class Trace:
+    """One training step, in execution order."""
+
+    workload: str
+    ops: list[Op]
+    tensors: list[Tensor]
+    parameters: list[Tensor]
+    optimizer_state: list[Tensor]
+    # tensors the step holds past their last access, mapped to the op index that releases them
+    releases: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def parameter_count(self) -> int:
+        return sum(p.numel for p in self.parameters)
+
+    @property
+    def parameter_bytes(self) -> int:
+        return sum(p.nbytes for p in self.parameters)
+
+    @property
+    def optimizer_state_bytes(self) -> int:
+        return sum(t.nbytes for t in self.optimizer_state)
+
+    def flops(self, phase: Phase | None = None) -> int:
+        return sum(op.flops for op in self.ops if phase is None or op.phase == phase)
+
+    def ops_in(self, phase: Phase) -> list[Op]:
+        return [op for op in self.ops if op.phase == phase]
