@@ -51,7 +51,8 @@ def _expected(err: ValidationError) -> str:
     if v == "additionalProperties":
         allowed = sorted(err.schema.get("properties", {}))
         extra = sorted(set(got) - set(allowed)) if isinstance(got, dict) else []
-        return f"unknown key(s) {', '.join(map(repr, extra))}; expected one of: {', '.join(allowed)}"
+        return (f"unknown key(s) {', '.join(map(repr, extra))}; "
+                f"expected one of: {', '.join(allowed)}")
     if v == "type":
         want = err.validator_value
         want = " or ".join(want) if isinstance(want, list) else want

@@ -61,6 +61,9 @@ class GDDR6Timing:
             name: value if name in BURST_CLOCK_TIMINGS else max(1, math.ceil(value * ratio - 1e-9))
             for name, value in self.as_dict().items()
         }
+        # rounding each up on its own can leave nRC one short of nRAS + nRP; a controller
+        # programs the row cycle to cover both
+        scaled["nRC"] = max(scaled["nRC"], scaled["nRAS"] + scaled["nRP"])
         return replace(self, **scaled)
 
     def problems(self) -> list[tuple[str, str]]:

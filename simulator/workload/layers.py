@@ -256,7 +256,7 @@ def _attention_fused(b, q_src, kv_src, s: AttentionShape, out_shape, name) -> Te
         grads = [b.new_grad(t) for t in srcs]
         b.op(f"{name}.backward", "attention", [gout, *srcs, out, lse], grads, 5 * s.bmm_flops(),
              Unit.MATRIX, math_dtype=_matmul_math(b, conv=False))
-        for t, g in zip(srcs, grads):
+        for t, g in zip(srcs, grads, strict=True):
             b.accumulate(t, g)
 
     b.on_backward(backward)
@@ -296,7 +296,7 @@ def _attention_math(b, q_src, kv_src, s: AttentionShape, dropout_p, out_shape, n
         grads = [b.new_grad(t) for t in srcs]
         b.op(f"{name}.grad_pack", "copy", [part(p, p.nbytes, strided) for p in [gqs, gk, *v_grads]],
              grads)
-        for t, g in zip(srcs, grads):
+        for t, g in zip(srcs, grads, strict=True):
             b.accumulate(t, g)
 
     b.on_backward(backward_qk)

@@ -49,7 +49,7 @@ def lifetimes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         if t.category in (Category.PARAMETER, Category.OPTIMIZER_STATE, Category.INPUT):
             first[t.id] = -1
         if t.category in PERSISTENT or t.retained:
-            last[t.id] = n_ops - 1
+            last[t.id] = n_ops  # never freed within the step
     return first, last
 
 
@@ -63,9 +63,9 @@ def profile(trace: Trace) -> MemoryProfile:
 
     alloc = np.zeros((n_ops + 1, len(CATEGORIES)), dtype=np.int64)   # row 0: before the step
     free = np.zeros((n_ops, len(CATEGORIES)), dtype=np.int64)
-    sel = used
-    np.add.at(alloc, (first[sel] + 1, cats[sel]), nbytes[sel])
-    np.add.at(free, (last[sel], cats[sel]), nbytes[sel])
+    np.add.at(alloc, (first[used] + 1, cats[used]), nbytes[used])
+    freed = used & (last < n_ops)
+    np.add.at(free, (last[freed], cats[freed]), nbytes[freed])
     cum_alloc = np.cumsum(alloc, axis=0)
     during = cum_alloc[1:] - np.vstack([np.zeros((1, len(CATEGORIES)), np.int64),
                                         np.cumsum(free, axis=0)[:-1]])

@@ -17,8 +17,8 @@ def _state(b: TraceBuilder, params: list[Tensor], name: str, dtype: str | None =
            shape_of_param: bool = True) -> list[Tensor]:
     out = []
     for p in params:
-        t = b.tensor(f"{p.name}.{name}", p.shape if shape_of_param else (), Category.OPTIMIZER_STATE,
-                     dtype or p.dtype)
+        shape = p.shape if shape_of_param else ()
+        t = b.tensor(f"{p.name}.{name}", shape, Category.OPTIMIZER_STATE, dtype or p.dtype)
         b.optimizer_state.append(t)
         out.append(t)
     return out
@@ -51,9 +51,11 @@ def _adam(b: TraceBuilder, spec: OptimizerSpec, params: list[Tensor], grads: lis
     name = spec.type
     if spec.implementation == "fused":
         steps = _state(b, params, "step", "fp32", shape_of_param=False)
-        # _fused_adam_ / _fused_adamw_: each tensor read once, updated tensors written once
+        _list_op(b, f"{name}.step_increment", [steps], [steps])  # _foreach_add_(steps, 1)
+        # _fused_adam_: reads every tensor once and stores what it updates; the gradients are
+        # stored back only when a grad scaler is active (PyTorch's op schema marks them mutable)
         _list_op(b, f"{name}.fused_step", [params, grads, exp_avg, exp_avg_sq, steps],
-                 [params, exp_avg, exp_avg_sq, steps])
+                 [params, exp_avg, exp_avg_sq])
         return
     if spec.implementation == "foreach":
         if wd and decoupled:
@@ -69,7 +71,8 @@ def _adam(b: TraceBuilder, spec: OptimizerSpec, params: list[Tensor], grads: lis
         _list_op(b, f"{name}.denom_sqrt", [exp_avg_sq], [denom])                  # _foreach_sqrt
         _list_op(b, f"{name}.denom_div", [denom], [denom])                        # _foreach_div_
         _list_op(b, f"{name}.denom_add_eps", [denom], [denom])                    # _foreach_add_
-        _list_op(b, f"{name}.param_addcdiv", [params, exp_avg, denom], [params])  # _foreach_addcdiv_
+        # _foreach_addcdiv_
+        _list_op(b, f"{name}.param_addcdiv", [params, exp_avg, denom], [params])
         return
     # for_loop: the single-tensor loop; `denom` stays referenced until the next parameter's
     # denom is assigned, so three parameter-sized temporaries can be live at once.

@@ -1,0 +1,5 @@
+import sys
+
+from simulator.cli import main
+
+sys.exit(main())

@@ -1,0 +1,174 @@
+"""Command line: `python -m simulator SUBCOMMAND ...`. Bad input exits 2 with one clear line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from simulator.config.hardware import hardware_names, load_hardware
+from simulator.config.workload import load_workload, workload_names
+from simulator.errors import InputError
+from simulator.report.text import table
+from simulator.units import GiB, fmt_bytes, fmt_flops
+
+EXIT_BAD_INPUT = 2
+
+
+def _print_json(doc) -> None:
+    json.dump(doc, sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from simulator.pipeline import analyze
+    from simulator.report.json_report import run_doc
+    from simulator.report.text import run_report
+
+    result = analyze(load_workload(args.workload), load_hardware(args.hardware))
+    if args.json:
+        _print_json(run_doc(result))
+    else:
+        print(run_report(result, top=args.top))
+    return 0
+
+
+def cmd_hardware_list(args: argparse.Namespace) -> int:
+    from simulator.report.json_report import hardware_doc
+
+    hws = [load_hardware(n) for n in hardware_names()]
+    if args.json:
+        _print_json([hardware_doc(h) for h in hws])
+        return 0
+    rows = [["name", "memory", "bus", "Gb/s/pin", "peak GB/s", "channels", "CK MHz", "WCK MHz",
+             "capacity", "fp32 TFLOP/s", "ridge fp32", "ridge fp16/bf16 tensor"]]
+    for h in hws:
+        m = h.memory
+        ridge = h.ridge_points()
+        half = ridge.get("fp16_tensor") or ridge.get("bf16_tensor")
+        rows.append([h.name, m.type, f"{m.bus_width_bits}-bit", f"{m.data_rate_gbps:g}",
+                     f"{m.peak_bandwidth_GBps:.1f}", str(m.channels),
+                     f"{m.ck_GHz * 1e3:.1f}" if m.ck_GHz else "-",
+                     f"{m.wck_GHz * 1e3:.1f}" if m.wck_GHz else "-",
+                     f"{m.capacity_bytes / GiB:.0f} GiB", f"{h.peak_tflops['fp32']:g}",
+                     f"{ridge['fp32']:.1f}", f"{half:.1f}" if half else "-"])
+    print("\n".join(table(rows, "<<" + ">" * 10)))
+    print("\nridge points in FLOP per DRAM byte; channels are 16-bit for GDDR6; "
+          "CK = data rate / 8, WCK = data rate / 4 (QDR)")
+    return 0
+
+
+def cmd_hardware_show(args: argparse.Namespace) -> int:
+    from simulator.report.json_report import hardware_doc
+    from simulator.report.text import hardware_details
+
+    hw = load_hardware(args.hardware)
+    if args.json:
+        _print_json(hardware_doc(hw))
+    else:
+        print(hardware_details(hw))
+    return 0
+
+
+def cmd_workloads_list(args: argparse.Namespace) -> int:
+    from simulator.workload.generate import build_trace
+
+    rows = [["name", "model", "parameters", "dtype", "optimizer", "step FLOPs"]]
+    docs = []
+    for name in workload_names():
+        spec = load_workload(name)
+        trace = build_trace(spec)
+        docs.append({"name": name, "path": spec.path, "model_type": spec.model["type"],
+                     "parameters": trace.parameter_count, "flops": trace.flops()})
+        rows.append([name, spec.model["type"], f"{trace.parameter_count:,}", spec.dtype,
+                     f"{spec.optimizer.type} ({spec.optimizer.implementation})",
+                     fmt_flops(trace.flops())])
+    if args.json:
+        _print_json(docs)
+        return 0
+    print("\n".join(table(rows, "<<><<>")))
+    return 0
+
+
+def cmd_workloads_show(args: argparse.Namespace) -> int:
+    from simulator.workload.generate import build_trace
+    from simulator.workload.memory import profile
+    from simulator.workload.trace import PHASES
+
+    spec = load_workload(args.workload)
+    trace = build_trace(spec)
+    mem = profile(trace)
+    if args.json:
+        _print_json({
+            "name": spec.name, "path": spec.path, "parameters": trace.parameter_count,
+            "parameter_bytes": trace.parameter_bytes,
+            "optimizer_state_bytes": trace.optimizer_state_bytes,
+            "flops": {p.value: trace.flops(p) for p in PHASES} | {"total": trace.flops()},
+            "peak_bytes": mem.peak_bytes, "ops": len(trace.ops)})
+        return 0
+    print(f"{spec.name} ({spec.path})")
+    if spec.description:
+        print(f"  {spec.description}")
+    print(f"  parameters      {trace.parameter_count:,} in {len(trace.parameters)} tensors "
+          f"({trace.parameter_bytes:,} B)")
+    print(f"  optimizer state {trace.optimizer_state_bytes:,} B "
+          f"({spec.optimizer.type}, {spec.optimizer.implementation})")
+    for p in PHASES:
+        ops = trace.ops_in(p)
+        print(f"  {p.value:<10} {len(ops):>5} ops  {trace.flops(p):>20,} FLOP  "
+              f"read {fmt_bytes(sum(o.bytes_read for o in ops))}, "
+              f"written {fmt_bytes(sum(o.bytes_written for o in ops))}")
+    print(f"  peak live      {mem.peak_bytes:,} B ({fmt_bytes(mem.peak_bytes)}) in "
+          f"{mem.peak_phase.value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m simulator",
+        description="GDDR6 roofline simulator for deep-learning training: will the step fit, "
+                    "where does its time go, and what would faster memory buy.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="simulate one training step of a workload on a GPU")
+    run.add_argument("workload", help="workload JSON file, or a shipped workload's name")
+    run.add_argument("--hardware", default="t4",
+                     help="hardware name (see 'hardware list') or JSON file (default: t4)")
+    run.add_argument("--json", action="store_true", help="print one JSON document")
+    run.add_argument("--top", type=int, default=10, help="ops to list by time (default: 10)")
+    run.set_defaults(func=cmd_run)
+
+    hw = sub.add_parser("hardware", help="list or show the shipped hardware descriptions")
+    hw_sub = hw.add_subparsers(dest="action", required=True, metavar="ACTION")
+    hl = hw_sub.add_parser("list", help="every shipped device with its derived figures")
+    hl.add_argument("--json", action="store_true")
+    hl.set_defaults(func=cmd_hardware_list)
+    hs = hw_sub.add_parser("show", help="one device in full: clocks, timings, ridge points")
+    hs.add_argument("hardware", help="hardware name or JSON file")
+    hs.add_argument("--json", action="store_true")
+    hs.set_defaults(func=cmd_hardware_show)
+
+    wl = sub.add_parser("workloads", help="list or show the shipped workloads")
+    wl_sub = wl.add_subparsers(dest="action", required=True, metavar="ACTION")
+    wll = wl_sub.add_parser("list", help="every shipped workload with its size")
+    wll.add_argument("--json", action="store_true")
+    wll.set_defaults(func=cmd_workloads_list)
+    wls = wl_sub.add_parser("show", help="parameters, FLOPs and bytes per phase of a workload")
+    wls.add_argument("workload", help="workload JSON file, or a shipped workload's name")
+    wls.add_argument("--json", action="store_true")
+    wls.set_defaults(func=cmd_workloads_show)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "top", 1) < 0:
+        parser.error("--top: expected a number >= 0")
+    try:
+        return args.func(args)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,97 @@
+"""The `run --json` document. Key names carry units; see README 'Output: JSON'."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from simulator.config.hardware import Hardware
+from simulator.pipeline import RunResult
+from simulator.workload.trace import PHASES
+
+FORMAT = "gddr6-roofline-sim/run"
+FORMAT_VERSION = 1
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def hardware_doc(hw: Hardware) -> dict[str, Any]:
+    m = hw.memory
+    doc: dict[str, Any] = {
+        "name": hw.name, "display_name": hw.display_name, "vendor": hw.vendor, "chip": hw.chip,
+        "memory_type": m.type, "data_rate_gbps": m.data_rate_gbps,
+        "bus_width_bits": m.bus_width_bits, "channels": m.channels,
+        "channel_width_bits": m.channel_width_bits, "devices": m.devices,
+        "clamshell": m.clamshell, "device_density_gbit": m.device_density_gbit,
+        "capacity_bytes": m.capacity_bytes, "peak_bandwidth_GBps": m.peak_bandwidth_GBps,
+        "ck_MHz": m.ck_GHz * 1e3 if m.ck_GHz else None,
+        "wck_MHz": m.wck_GHz * 1e3 if m.wck_GHz else None, "wck_mode": m.wck_mode,
+        "l2_bytes": hw.l2_bytes, "last_level_cache_bytes": hw.last_level_cache_bytes,
+        "peak_tflops": hw.peak_tflops,
+        "ridge_point_flop_per_byte": hw.ridge_points(),
+        "tdp_w": hw.tdp_w, "price_usd": hw.price_usd, "path": hw.path,
+    }
+    if m.timing is not None:
+        doc["timing_ck"] = m.timing.as_dict()
+        doc["timing_source"] = m.timing_source
+    return doc
+
+
+def run_doc(r: RunResult) -> dict[str, Any]:
+    est, trace, mem, spec = r.estimate, r.trace, r.memory, r.workload
+    phases = {p.phase.value: p for p in est.phases()}
+    cap = r.hardware.memory.capacity_bytes
+    peak_op = trace.ops[mem.peak_op]
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "fidelity": est.memory_model,
+        "hardware": hardware_doc(r.hardware),
+        "workload": {
+            "name": spec.name, "path": spec.path, "model_type": spec.model["type"],
+            "dtype": spec.dtype, "batch_size": spec.batch_size,
+            "src_seq_len": spec.src_seq_len, "tgt_seq_len": spec.tgt_seq_len,
+            "optimizer": {"type": spec.optimizer.type,
+                          "implementation": spec.optimizer.implementation},
+            "parameters": trace.parameter_count,
+            "parameter_tensors": len(trace.parameters),
+            "parameter_bytes": trace.parameter_bytes,
+            "optimizer_state_bytes": trace.optimizer_state_bytes,
+            "ops": len(trace.ops),
+            "flops": {**{p.value: phases[p.value].flops for p in PHASES},
+                      "total": sum(ph.flops for ph in phases.values())},
+            "bytes_read": {p.value: phases[p.value].bytes_read for p in PHASES},
+            "bytes_written": {p.value: phases[p.value].bytes_written for p in PHASES},
+        },
+        "memory": {
+            "peak_bytes": mem.peak_bytes,
+            "capacity_bytes": cap,
+            "fits": r.fits,
+            "headroom_bytes": cap - mem.peak_bytes,
+            "peak_phase": mem.peak_phase.value,
+            "peak_op": peak_op.name,
+            "by_category_at_peak": {c.value: v for c, v in mem.at_peak.items()},
+            "definition": "live tensor storage bytes at op boundaries; no allocator rounding, "
+                          "caching, CUDA context or workspaces",
+        },
+        "phases": {
+            name: {"ops": p.ops, "flops": p.flops, "bytes_read": p.bytes_read,
+                   "bytes_written": p.bytes_written, "time_s": p.time_s,
+                   "arithmetic_intensity": p.arithmetic_intensity, "bound": p.bound,
+                   "memory_bound_time_share": (p.memory_bound_time_s / p.time_s
+                                               if p.time_s else 0.0)}
+            for name, p in phases.items()
+        },
+        "step_time_s": est.step_time_s,
+        "ops": [
+            {"name": o.op.name, "phase": o.op.phase.value, "kind": o.op.kind,
+             "dtype": o.op.dtype, "unit": o.op.unit.value, "ceiling": o.ceiling,
+             "flops": o.op.flops, "bytes_read": o.op.bytes_read,
+             "bytes_written": o.op.bytes_written, "time_s": o.time_s,
+             "compute_time_s": o.compute_s, "memory_time_s": o.memory_s, "bound": o.bound,
+             "arithmetic_intensity": _finite(o.op.arithmetic_intensity)}
+            for o in est.ops
+        ],
+    }

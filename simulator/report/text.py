@@ -1,0 +1,124 @@
+"""Plain-text reports for the terminal. Every figure says its unit."""
+
+from __future__ import annotations
+
+from simulator.config.hardware import Hardware
+from simulator.pipeline import RunResult
+from simulator.units import GiB, fmt_bytes, fmt_flops, fmt_seconds
+
+
+def table(rows: list[list[str]], align: str) -> list[str]:
+    """Columns padded to their widest cell; `align` holds '<' or '>' per column."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for r in rows:
+        cells = [c.ljust(w) if a == "<" else c.rjust(w)
+                 for c, w, a in zip(r, widths, align, strict=True)]
+        out.append("  " + "  ".join(cells).rstrip())
+    return out
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f} %"
+
+
+def hardware_line(hw: Hardware) -> str:
+    m = hw.memory
+    return (f"{hw.display_name} ({hw.name}): {m.type} {m.bus_width_bits}-bit @ "
+            f"{m.data_rate_gbps:g} Gb/s per pin = {m.peak_bandwidth_GBps:.1f} GB/s peak, "
+            f"{m.capacity_bytes / GiB:.0f} GiB")
+
+
+def hardware_details(hw: Hardware) -> str:
+    m = hw.memory
+    lines = [hardware_line(hw), ""]
+    rows = [["memory", f"{m.type}, {m.devices} devices of {m.device_density_gbit:g} Gb"
+             f"{' in x8 clamshell' if m.clamshell else ''}, {m.channels} channels x "
+             f"{m.channel_width_bits} bit"]]
+    rows.append(["capacity", f"{m.capacity_bytes:,} B = {m.capacity_bytes / GiB:.2f} GiB"])
+    rows.append(["peak bandwidth", f"{m.peak_bandwidth_GBps:.1f} GB/s (1e9 B/s) = "
+                 f"{m.bus_width_bits} bit x {m.data_rate_gbps:g} Gb/s / 8"])
+    if m.ck_GHz:
+        rows.append(["clocks", f"CK {m.ck_GHz * 1e3:.1f} MHz (data rate / 8), WCK "
+                     f"{m.wck_GHz * 1e3:.1f} MHz ({m.wck_mode}: data rate / "
+                     f"{4 if m.wck_mode == 'QDR' else 2})"])
+    cache = f"L2 {fmt_bytes(hw.l2_bytes)}"
+    if hw.last_level_cache_bytes:
+        cache += f" + {fmt_bytes(hw.last_level_cache_bytes)} last-level (Infinity Cache)"
+    rows.append(["caches", cache])
+    if hw.tdp_w:
+        rows.append(["TDP", f"{hw.tdp_w:g} W"])
+    rows.append(["price", f"${hw.price_usd:,.0f}" if hw.price_usd else "not known"])
+    lines += table(rows, "<<")
+    lines += ["", "  compute ceilings and ridge points (FLOP per DRAM byte where the compute "
+              "ceiling meets peak bandwidth):"]
+    ridge = hw.ridge_points()
+    rows = [["unit", "peak", "ridge"]]
+    for key, value in hw.peak_tflops.items():
+        unit, per = ("TOPS", "op/B") if key.startswith("int") else ("TFLOP/s", "FLOP/B")
+        rows.append([key, f"{value:g} {unit}" if value else "none",
+                     f"{ridge[key]:.1f} {per}" if value else "-"])
+    lines += ["  " + s for s in table(rows, "<>>")]
+    if m.timing:
+        t = m.timing.as_dict()
+        lines += ["", f"  GDDR6 timing at {m.data_rate_gbps:g} Gb/s, in CK cycles "
+                  f"(tCK = {1 / m.ck_GHz:.3f} ns):"]
+        items = [f"{k}={v}" for k, v in t.items()]
+        for i in range(0, len(items), 8):
+            lines.append("    " + "  ".join(items[i:i + 8]))
+        lines.append(f"    source: {m.timing_source}")
+    lines += ["", "  sources:"] + [f"    - {s}" for s in hw.sources]
+    return "\n".join(lines)
+
+
+def run_report(r: RunResult, top: int = 10) -> str:
+    est, trace, mem, spec, hw = r.estimate, r.trace, r.memory, r.workload, r.hardware
+    cap = hw.memory.capacity_bytes
+    shape = f"batch {spec.batch_size}"
+    if spec.src_seq_len:
+        shape += f", sequence {spec.src_seq_len} (source) / {spec.tgt_seq_len} (target)"
+    opt = spec.optimizer
+    lines = [
+        f"Workload  {spec.name}  ({spec.path})",
+        f"  {spec.model['type']}: {trace.parameter_count:,} parameters in "
+        f"{len(trace.parameters)} tensors ({fmt_bytes(trace.parameter_bytes)} {spec.dtype})",
+        f"  {shape}; {spec.dtype}; loss {spec.loss}; optimizer {opt.type} ({opt.implementation}),"
+        f" state {fmt_bytes(trace.optimizer_state_bytes)}",
+        f"Hardware  {hardware_line(hw)}",
+        "",
+        "Memory (live tensor bytes at op boundaries; no allocator caching or CUDA context)",
+        f"  peak {fmt_bytes(mem.peak_bytes)} ({mem.peak_bytes:,} B) of {fmt_bytes(cap)}: "
+        + (f"fits, {_pct(mem.peak_bytes / cap)} of capacity" if r.fits else
+           f"DOES NOT FIT, {fmt_bytes(mem.peak_bytes - cap)} over"),
+        f"  at {mem.peak_phase.value} op '{trace.ops[mem.peak_op].name}'; by category: "
+        + ", ".join(f"{c.value} {fmt_bytes(v)}" for c, v in mem.at_peak.items() if v),
+        "",
+        f"Phases (time: {est.memory_model} roofline, peak compute per data type and peak DRAM "
+        "bandwidth; ops run back to back)",
+    ]
+    rows = [["phase", "ops", "FLOPs", "read", "written", "FLOP/B", "time", "share", "bound"]]
+    step = est.step_time_s
+    for p in est.phases():
+        rows.append([p.phase.value, str(p.ops), fmt_flops(p.flops), fmt_bytes(p.bytes_read),
+                     fmt_bytes(p.bytes_written), f"{p.arithmetic_intensity:.1f}",
+                     fmt_seconds(p.time_s), _pct(p.time_s / step if step else 0),
+                     f"{p.bound} ({_pct(p.memory_bound_time_s / p.time_s if p.time_s else 0)} "
+                     "of time memory-bound)"])
+    total_flops = sum(p.flops for p in est.phases())
+    rows.append(["step", str(len(trace.ops)), fmt_flops(total_flops),
+                 fmt_bytes(sum(p.bytes_read for p in est.phases())),
+                 fmt_bytes(sum(p.bytes_written for p in est.phases())), "", fmt_seconds(step),
+                 "100.0 %", ""])
+    lines += table(rows, "<>>>>>>><")
+    lines += ["", f"Top {min(top, len(est.ops))} ops by time"]
+    rows = [["op", "phase", "kind", "FLOPs", "bytes", "FLOP/B", "time", "bound", "ceiling"]]
+    for o in est.slowest(top):
+        ai = o.op.arithmetic_intensity
+        rows.append([o.op.name, o.op.phase.value, o.op.kind, fmt_flops(o.op.flops),
+                     fmt_bytes(o.op.bytes_moved), f"{ai:.1f}", fmt_seconds(o.time_s), o.bound,
+                     o.ceiling if o.bound == "compute" else "DRAM"])
+    lines += table(rows, "<<<>>>><<")
+    lines += ["", f"Step time  {fmt_seconds(step)}  ({est.memory_model}; "
+              f"{_pct(sum(p.memory_bound_time_s for p in est.phases()) / step if step else 0)} "
+              "of it in memory-bound ops)"]
+    return "\n".join(lines)

@@ -1,0 +1,55 @@
+"""Figures from ../shared/reference/ that the tests hold the simulator to (targets, not inputs).
+
+workloads.md: measured with PyTorch 2.13 (CPU build), FlopCounterMode conventions.
+gddr6.md Part 2: published peak bandwidth per card (GB/s) and capacity (GB as marketed, = GiB).
+"""
+
+TRANSFORMER = {
+    "parameters": 54_390_544,
+    "parameter_tensors": 187,
+    "parameters_by_module": {"transformer": 44_140_544, "embedding": 5_120_000, "fc": 5_130_000},
+    "parameter_bytes": 217_562_176,
+    "forward_flops": 31_840_010_240,
+    "backward_flops": 63_680_020_480,
+    "step_flops": 95_520_030_720,
+    "adam_state_bytes": 435_125_100,  # includes a 4 B step per tensor
+    "peak_live_for_loop": 944_494_580,
+    "peak_live_foreach": 1_100_616_756,
+    "foreach_optimizer_read": 2_393_186_184,
+    "foreach_optimizer_written": 1_522_935_980,
+    "fused_optimizer_read": 870_250_200,
+    "fused_optimizer_written": 870_249_452,
+    "transposed_forward_flops": 31_580_487_680,
+    "transposed_backward_flops": 63_160_975_360,
+}
+
+CNN = {
+    "parameters": 431_080,
+    "parameter_tensors": 8,
+    "parameters_by_layer": {"conv1": 520, "conv2": 25_050, "fc1": 400_500, "fc2": 5_010},
+    "forward_flops": 293_504_000,
+    "forward_flops_by_layer": {"conv1": 36_864_000, "conv2": 204_800_000, "fc1": 51_200_000,
+                               "fc2": 640_000},
+    "backward_flops": 550_144_000,
+    "step_flops": 843_648_000,
+    "peak_live": 15_945_864,
+    "peak_phase": "backward",
+}
+
+# name: (published peak bandwidth GB/s, capacity GB, memory type)
+PUBLISHED = {
+    "t4": (320, 16, "GDDR6"),
+    "rtx-2080-ti": (616, 11, "GDDR6"),
+    "titan-rtx": (672, 24, "GDDR6"),
+    "rtx-3070": (448, 8, "GDDR6"),
+    "rtx-a4000": (448, 16, "GDDR6"),
+    "rtx-a6000": (768, 48, "GDDR6"),
+    "a10": (600, 24, "GDDR6"),
+    "a40": (696, 48, "GDDR6"),
+    "l4": (300, 24, "GDDR6"),
+    "l40s": (864, 48, "GDDR6"),
+    "rx-6900-xt": (512, 16, "GDDR6"),
+    "rx-7900-xtx": (960, 24, "GDDR6"),
+    "a100-40gb": (1555, 40, "HBM2"),
+    "h100-sxm": (3352, 80, "HBM3"),
+}

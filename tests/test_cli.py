@@ -1,0 +1,181 @@
+"""The command line: the run --json contract, the listings, and bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, load_doc
+
+from simulator.cli import main
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_help_lists_subcommands():
+    proc = subprocess.run([sys.executable, "-m", "simulator", "--help"], cwd=REPO,
+                          capture_output=True, text=True, check=True)
+    for word in ("run", "hardware", "workloads"):
+        assert word in proc.stdout
+
+
+def test_run_json_contract(capsys):
+    code, out, _ = run_cli(capsys, "run", "workloads/transformer.json", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["hardware"]["name"] == "t4"
+    assert doc["hardware"]["peak_bandwidth_GBps"] == pytest.approx(320.0)
+    assert doc["workload"]["parameters"] == 54_390_544
+    flops = doc["workload"]["flops"]
+    assert set(flops) == {"forward", "backward", "optimizer", "total"}
+    assert flops["total"] == flops["forward"] + flops["backward"] + flops["optimizer"]
+    mem = doc["memory"]
+    assert mem["capacity_bytes"] == 16 * 2**30
+    assert mem["fits"] is (mem["peak_bytes"] <= mem["capacity_bytes"])
+    ops = doc["ops"]
+    assert len(ops) == doc["workload"]["ops"]
+    keys = {"name", "phase", "flops", "bytes_read", "bytes_written", "time_s", "bound",
+            "arithmetic_intensity"}
+    for op in ops:
+        assert keys <= set(op)
+        assert op["bound"] in ("compute", "memory")
+        assert op["time_s"] == pytest.approx(max(op["compute_time_s"], op["memory_time_s"]))
+    assert doc["step_time_s"] == pytest.approx(sum(op["time_s"] for op in ops))
+    assert sum(op["flops"] for op in ops) == flops["total"]
+
+
+def test_run_text_and_json_agree(capsys):
+    _, text, _ = run_cli(capsys, "run", "cnn", "--hardware", "a40")
+    _, out, _ = run_cli(capsys, "run", "cnn", "--hardware", "a40", "--json")
+    doc = json.loads(out)
+    assert f"{doc['workload']['parameters']:,} parameters" in text
+    assert f"({doc['memory']['peak_bytes']:,} B)" in text
+    assert "fits" in text and "Step time" in text
+
+
+def test_run_accepts_hardware_path(capsys):
+    code, out, _ = run_cli(capsys, "run", "cnn", "--hardware", str(REPO / "hardware/l4.json"),
+                           "--json")
+    assert code == 0 and json.loads(out)["hardware"]["name"] == "l4"
+
+
+def test_run_says_when_it_does_not_fit(capsys, write_json):
+    doc = load_doc(REPO / "workloads/transformer.json")
+    doc["data"]["batch_size"] = 4000
+    path = write_json(doc, "big.json")
+    code, out, _ = run_cli(capsys, "run", str(path), "--hardware", "rtx-3070")
+    assert code == 0
+    assert "DOES NOT FIT" in out
+
+
+def test_hardware_list_and_show(capsys):
+    code, out, _ = run_cli(capsys, "hardware", "list")
+    assert code == 0 and "rx-7900-xtx" in out and "960.0" in out
+    code, out, _ = run_cli(capsys, "hardware", "show", "a40")
+    assert code == 0
+    assert "696.0 GB/s" in out and "CK 1812.5 MHz" in out and "clamshell" in out
+    code, out, _ = run_cli(capsys, "hardware", "show", "t4", "--json")
+    assert json.loads(out)["ridge_point_flop_per_byte"]["fp32"] == pytest.approx(25.4375)
+
+
+def test_workloads_list_and_show(capsys):
+    code, out, _ = run_cli(capsys, "workloads", "list")
+    assert code == 0 and "transformer" in out and "cnn" in out
+    code, out, _ = run_cli(capsys, "workloads", "show", "cnn", "--json")
+    assert json.loads(out)["parameters"] == 431_080
+
+
+# --- bad input -------------------------------------------------------------------------------
+def _mutate(path, edit):
+    doc = load_doc(path)
+    edit(doc)
+    return doc
+
+
+BAD_WORKLOADS = [
+    ("unknown key", lambda d: d["model"].update(d_modle=512), "$.model", "d_modle"),
+    ("missing key", lambda d: d["model"].pop("nhead"), "$.model", "'nhead' is required"),
+    ("wrong type", lambda d: d["data"].update(batch_size="ten"), "$.data.batch_size",
+     "expected integer"),
+    ("zero size", lambda d: d["data"].update(batch_size=0), "$.data.batch_size", "> 0"),
+    ("negative size", lambda d: d["model"].update(d_model=-512), "$.model.d_model", "> 0"),
+    ("heads not dividing", lambda d: d["model"].update(nhead=7), "$.model.nhead", "divide"),
+    ("unknown dtype", lambda d: d["training"].update(dtype="fp12"), "$.training.dtype",
+     "expected one of"),
+    ("unknown optimizer", lambda d: d["training"]["optimizer"].update(type="lion"),
+     "$.training.optimizer.type", "expected one of"),
+    ("option of another optimizer", lambda d: d["training"]["optimizer"].update(momentum=0.9),
+     "$.training.optimizer.momentum", "does not apply"),
+]
+
+
+@pytest.mark.parametrize("label, edit, path, words", BAD_WORKLOADS,
+                         ids=[b[0] for b in BAD_WORKLOADS])
+def test_bad_workload(capsys, write_json, label, edit, path, words):
+    bad = write_json(_mutate(REPO / "workloads/transformer.json", edit), "bad.json")
+    code, out, err = run_cli(capsys, "run", str(bad))
+    assert code == 2, label
+    assert out == ""
+    assert str(bad) in err and f"at {path}" in err and words in err
+
+
+def test_bad_cnn_kernel_larger_than_input(capsys, write_json):
+    bad = write_json(_mutate(REPO / "workloads/cnn.json",
+                             lambda d: d["model"]["layers"][3].update(kernel_size=30)))
+    code, _, err = run_cli(capsys, "run", str(bad))
+    assert code == 2 and "at $.model.layers[3].kernel_size" in err
+
+
+BAD_HARDWARE = [
+    ("zero data rate", lambda d: d["memory"].update(data_rate_gbps=0),
+     "$.memory.data_rate_gbps", "> 0"),
+    ("negative bus", lambda d: d["memory"].update(bus_width_bits=-256),
+     "$.memory.bus_width_bits", "> 0"),
+    ("devices do not fill the bus", lambda d: d["memory"].update(devices=7), "$.memory.devices",
+     "expected 8 devices"),
+    ("impossible timing", lambda d: d["memory"]["timing"]["cycles_ck"].update(nRC=50),
+     "$.memory.timing.cycles_ck.nRC", "nRC >= nRAS + nRP"),
+    ("missing timing key", lambda d: d["memory"]["timing"]["cycles_ck"].pop("nFAW"),
+     "$.memory.timing.cycles_ck", "'nFAW' is required"),
+    ("unknown memory type", lambda d: d["memory"].update(type="GDDR5"), "$.memory.type",
+     "expected one of"),
+]
+
+
+@pytest.mark.parametrize("label, edit, path, words", BAD_HARDWARE,
+                         ids=[b[0] for b in BAD_HARDWARE])
+def test_bad_hardware(capsys, write_json, label, edit, path, words):
+    bad = write_json(_mutate(REPO / "hardware/t4.json", edit), "t4.json")
+    code, _, err = run_cli(capsys, "run", "cnn", "--hardware", str(bad))
+    assert code == 2, label
+    assert str(bad) in err and f"at {path}" in err and words in err
+
+
+def test_unknown_hardware_name(capsys):
+    code, _, err = run_cli(capsys, "run", "cnn", "--hardware", "rtx-9090")
+    assert code == 2 and "unknown hardware 'rtx-9090'" in err and "t4" in err
+
+
+def test_missing_file(capsys):
+    code, _, err = run_cli(capsys, "run", "workloads/nope.json")
+    assert code == 2 and "workloads/nope.json: file not found" in err
+
+
+def test_invalid_json(capsys, write_json):
+    bad = write_json('{"format_version": 1,\n "name": }')
+    code, _, err = run_cli(capsys, "run", str(bad))
+    assert code == 2 and "invalid JSON at line 2" in err
+
+
+def test_bad_input_exits_2_without_traceback(write_json):
+    bad = write_json({"format_version": 1})
+    proc = subprocess.run([sys.executable, "-m", "simulator", "run", str(bad)], cwd=REPO,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error: ") and "is required but missing" in proc.stderr
+    assert proc.stdout == ""

@@ -1,0 +1,82 @@
+"""The hardware library: every file loads, and its derived figures match the published ones."""
+
+import math
+
+import pytest
+from reference_figures import PUBLISHED
+
+from simulator.config.hardware import hardware_names, load_hardware
+from simulator.dram.timing import BURST_CLOCK_TIMINGS
+from simulator.units import GiB, tck_ns
+
+REQUIRED = ["t4", "l4", "a10", "a40", "rtx-a6000", "l40s", "rtx-2080-ti", "titan-rtx", "rtx-3070",
+            "rtx-a4000", "rx-6900-xt", "rx-7900-xtx", "a100-40gb", "h100-sxm"]
+# H100's published 3352 GB/s comes from a rounded per-pin rate (5.24 Gb/s): allow 0.1 %.
+BANDWIDTH_TOLERANCE = 1e-3
+
+
+def test_library_holds_the_required_devices():
+    assert set(REQUIRED) <= set(hardware_names())
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_derived_peak_bandwidth_matches_published(name):
+    hw = load_hardware(name)
+    published, capacity_gb, mem_type = PUBLISHED[name]
+    assert hw.memory.peak_bandwidth_GBps == pytest.approx(published, rel=BANDWIDTH_TOLERANCE)
+    assert hw.memory.capacity_bytes == capacity_gb * GiB
+    assert hw.memory.type == mem_type
+
+
+@pytest.mark.parametrize("name", [n for n in REQUIRED if PUBLISHED[n][2] == "GDDR6"])
+def test_gddr6_organization_and_clocks(name):
+    m = load_hardware(name).memory
+    assert m.channels == m.bus_width_bits // 16
+    assert m.devices == m.channels // 2 * (2 if m.clamshell else 1)
+    assert m.ck_GHz == pytest.approx(m.data_rate_gbps / 8)
+    assert m.wck_GHz == pytest.approx(m.data_rate_gbps / 4)  # QDR
+    assert m.timing is not None and not m.timing.problems()
+
+
+def test_hbm_devices_carry_no_gddr6_timing():
+    for name in ("a100-40gb", "h100-sxm"):
+        m = load_hardware(name).memory
+        assert m.timing is None and m.ck_GHz is None
+
+
+def test_ridge_points_are_peak_over_bandwidth():
+    hw = load_hardware("t4")
+    ridge = hw.ridge_points()
+    assert ridge["fp32"] == pytest.approx(8.14e12 / 320e9)
+    assert ridge["fp16_tensor"] == pytest.approx(65e12 / 320e9)
+    assert "bf16_tensor" not in ridge  # Turing has no BF16 tensor cores
+
+
+def test_timing_keeps_nanoseconds_across_data_rates():
+    """At 10 Gb/s (T4) each analog timing covers at least its 14 Gb/s nanoseconds."""
+    t4 = load_hardware("t4").memory.timing
+    ref = load_hardware("rtx-2080-ti").memory.timing  # 14 Gb/s: the reference grade itself
+    for name, n_ref in ref.as_dict().items():
+        n = getattr(t4, name)
+        if name in BURST_CLOCK_TIMINGS:
+            assert n == n_ref
+        else:
+            assert n * tck_ns(10.0) >= n_ref * tck_ns(14.0) - 1e-9
+            assert (n - 1) * tck_ns(10.0) < n_ref * tck_ns(14.0) or name == "nRC"
+
+
+def test_timing_at_reference_rate_is_the_datasheet_set():
+    t = load_hardware("titan-rtx").memory.timing
+    got = (t.nCL, t.nRCDRD, t.nRP, t.nRAS, t.nRC, t.nFAW, t.nREFI)
+    assert got == (24, 30, 30, 60, 90, 43, 3333)
+
+
+def test_derived_channel_rate_units():
+    """One 16-bit GDDR6 channel at 14 Gb/s moves 28 GB/s; a BL16 burst is 32 B in 2 CK."""
+    m = load_hardware("rtx-3070").memory
+    per_channel = m.peak_bandwidth_GBps / m.channels
+    assert per_channel == pytest.approx(28.0)
+    burst_bytes = m.channel_width_bits * 16 // 8
+    assert burst_bytes == 32
+    assert burst_bytes / (m.timing.nBL / m.ck_GHz) == pytest.approx(per_channel)
+    assert math.isclose(1 / m.ck_GHz, tck_ns(14.0))

@@ -1,0 +1,39 @@
+"""The shipped data resolves from an installed wheel as from the checkout."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("wheel")
+    wheel_dir, target = tmp / "dist", tmp / "site"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(wheel_dir), str(REPO)], capture_output=True, text=True)
+    if build.returncode:
+        pytest.fail(f"building the wheel failed:\n{build.stderr}")
+    wheel = next(wheel_dir.glob("*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                    str(target), str(wheel)], check=True, capture_output=True)
+    return target, tmp
+
+
+def test_installed_package_finds_hardware_and_workloads(installed):
+    target, cwd = installed
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    proc = subprocess.run([sys.executable, "-m", "simulator", "run", "workloads/transformer.json",
+                           "--hardware", "t4", "--json"], cwd=cwd, env=env, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert str(target) in doc["hardware"]["path"]
+    assert str(target) in doc["workload"]["path"]
+    listing = subprocess.run([sys.executable, "-m", "simulator", "hardware", "list"], cwd=cwd,
+                             env=env, capture_output=True, text=True, check=True)
+    assert "rx-7900-xtx" in listing.stdout and "h100-sxm" in listing.stdout
