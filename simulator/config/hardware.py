@@ -7,6 +7,7 @@ from pathlib import Path
 
 from simulator import resources, units
 from simulator.config.loader import load
+from simulator.dram.controller import ControllerConfig
 from simulator.dram.timing import GDDR6Timing, check
 from simulator.errors import InputError
 
@@ -71,6 +72,8 @@ class Hardware:
     price_usd: float | None
     sources: tuple[str, ...]
     path: str
+    controller: ControllerConfig = ControllerConfig()
+    energy_pj_per_bit: float | None = None
 
     @property
     def peak_bandwidth_Bps(self) -> float:
@@ -130,14 +133,28 @@ def parse_hardware(raw: dict, file: str) -> Hardware:
     if stem != raw["name"] and Path(file).suffix == ".json":
         raise InputError(f"expected the name to equal the file name '{stem}', got '{raw['name']}'",
                          file=file, path="$.name")
-    peaks = {k: raw["compute"]["peak_tflops"].get(k) for k in PEAK_KEYS}
+    compute = raw.get("compute", {"peak_tflops": {}})
+    peaks = {k: compute["peak_tflops"].get(k) for k in PEAK_KEYS}
     return Hardware(
         name=raw["name"], display_name=raw["display_name"], vendor=raw["vendor"],
         chip=raw.get("chip", ""), memory=_memory(raw, file),
-        l2_bytes=raw["cache"]["l2_bytes"],
-        last_level_cache_bytes=raw["cache"].get("last_level_cache_bytes", 0),
-        peak_tflops=peaks, sm_count=raw["compute"].get("sm_count"), tdp_w=raw.get("tdp_w"),
-        price_usd=raw.get("price_usd"), sources=tuple(raw["sources"]), path=file)
+        l2_bytes=raw.get("cache", {}).get("l2_bytes", 0),
+        last_level_cache_bytes=raw.get("cache", {}).get("last_level_cache_bytes", 0),
+        peak_tflops=peaks, sm_count=compute.get("sm_count"), tdp_w=raw.get("tdp_w"),
+        price_usd=raw.get("price_usd"), sources=tuple(raw["sources"]), path=file,
+        controller=_controller(raw, file),
+        energy_pj_per_bit=raw["memory"].get("energy_pj_per_bit"))
+
+
+def _controller(raw: dict, file: str) -> ControllerConfig:
+    c = dict(raw["memory"].get("controller", {}))
+    c.pop("frontend", None)  # in_order is the one front end there is
+    ctl = ControllerConfig.from_dict(c)
+    if ctl.write_low_watermark >= ctl.write_high_watermark:
+        raise InputError(f"expected write_low_watermark < write_high_watermark "
+                         f"({ctl.write_high_watermark}), got {ctl.write_low_watermark}",
+                         file=file, path="$.memory.controller.write_low_watermark")
+    return ctl
 
 
 def hardware_names() -> list[str]:

@@ -1,0 +1,36 @@
+"""Memory-controller settings: plain data, read from the hardware file's `memory.controller`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simulator.dram.mapping import AddressMapping
+
+SCHEDULERS = ("frfcfs", "fcfs")
+PAGE_POLICIES = ("open", "closed")
+REFRESH_MODES = ("all_bank", "per_bank")
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """Per channel. Defaults are Ramulator 2's generic controller with FR-FCFS, open page."""
+
+    read_buffer: int = 32
+    write_buffer: int = 32
+    active_buffer: int = 32          # requests whose row was opened for them: served first
+    write_high_watermark: float = 0.8  # switch to writes when the write buffer is fuller than this
+    write_low_watermark: float = 0.2   # ... back to reads below this, with a read waiting
+    scheduler: str = "frfcfs"        # frfcfs: ready commands first, then oldest; fcfs: oldest
+    page_policy: str = "open"        # open: rows stay open; closed: auto-precharge (RDA/WRA)
+    refresh: str = "all_bank"        # all_bank: REFab every nREFI; per_bank: REFpb every nREFI/16
+    mapping: AddressMapping = field(default_factory=AddressMapping)
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> ControllerConfig:
+        args = dict(raw)
+        m = args.pop("address_mapping", None)
+        if m is not None:
+            args["mapping"] = AddressMapping(
+                fields=tuple(m["fields"]),
+                hash=tuple((h["target"], h["source"]) for h in m.get("hash", [])))
+        return cls(**args)

@@ -1,0 +1,394 @@
+"""The burst-level core: CK-cycle scheduling of GDDR6 channels, compiled with numba.
+
+The story each CK cycle, per channel (the order of Ramulator 2's generic controller):
+  1. refresh: at each refresh interval a refresh request joins the priority queue;
+  2. schedule: the best request in the active buffer (rows opened for it) if its next command
+     is ready; else the refresh (all-bank refresh blocks the channel until it issues); else the
+     read or write buffer (write mode by watermarks), FR-FCFS: ready commands first, then oldest;
+     a precharge is held back while an activated request still waits for that bank;
+  3. issue: at most one command per channel per CK cycle; timing rules update the earliest
+     cycle of later commands at channel, bank-group and bank scope.
+Then the front end hands requests over in trace order, as many as the buffers accept.
+Idle channels are skipped to their next possible event, so the cost follows commands, not cycles.
+
+All times are CK cycles. Requests live in per-channel buffers as rows of int64 fields, so the
+trace can be streamed through in chunks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# buffer kinds
+RBUF, WBUF, ABUF = 0, 1, 2
+# request fields
+F_ID, F_ADDR, F_BG, F_BANK, F_ROW, F_WRITE, F_ARRIVE, F_STAT = range(8)
+N_FIELDS = 8
+# scalar state slots (int64)
+S_CLK, S_POS, S_SEQ, S_DONE_READS, S_DONE_WRITES, S_LAST_DONE, S_LOG_N, S_FORWARDED = range(8)
+N_SCALARS = 8
+# per-channel counters
+C_HIT, C_MISS, C_CONFLICT, C_BUSY, C_RW_SWITCH, C_WR_MODE, C_NEXT_REF, C_REF_BANK = range(8)
+C_LAST_COL, C_PENDING_REF, C_NEXT_TRY = 8, 9, 10
+N_CHANNEL_COUNTERS = 11
+# commands (kept in step with commands.py by tests)
+ACT, PRE, PREA, RD, WR, RDA, WRA, REFAB, REFPB = range(9)
+N_CMD = 9
+INF = np.int64(1) << np.int64(62)
+LAT_BINS = 1 << 16
+
+
+@njit(cache=True)
+def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
+    t = rch[ch, cmd]
+    if bg >= 0 and rbg[ch, bg, cmd] > t:
+        t = rbg[ch, bg, cmd]
+    if bank >= 0 and rbank[ch, bank, cmd] > t:
+        t = rbank[ch, bank, cmd]
+    if cmd == ACT or cmd == REFPB:
+        oldest = faw[ch, 4] % 4  # ring of the last four ACT/REFpb cycles
+        f = faw[ch, oldest] + n_faw
+        if f > t:
+            t = f
+    return t
+
+
+@njit(cache=True)
+def _preq(open_row, ch, bank, row, is_write, ref_bank):
+    """The command a request needs next: column if its row is open, else ACT or PRE."""
+    cur = open_row[ch, bank]
+    if cur == row:
+        return WR if is_write else RD
+    if cur < 0:
+        if bank == ref_bank:
+            return -1  # its bank waits for a per-bank refresh
+        return ACT
+    return PRE
+
+
+@njit(cache=True)
+def _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_count,
+           ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group, n_banks):
+    for k in range(n_rules_by_prev[cmd]):
+        level = rules_by_prev[cmd, k, 0]
+        nxt = rules_by_prev[cmd, k, 1]
+        t = clk + rules_by_prev[cmd, k, 2]
+        if level == 0:
+            if t > rch[ch, nxt]:
+                rch[ch, nxt] = t
+        elif level == 1:
+            if bg >= 0 and t > rbg[ch, bg, nxt]:
+                rbg[ch, bg, nxt] = t
+        else:
+            if bank >= 0 and t > rbank[ch, bank, nxt]:
+                rbank[ch, bank, nxt] = t
+    if cmd == ACT or cmd == REFPB:
+        slot = faw[ch, 4] % 4
+        faw[ch, slot] = clk
+        faw[ch, 4] += 1
+    if cmd == ACT:
+        open_row[ch, bank] = row
+    elif cmd == PRE or cmd == RDA or cmd == WRA:
+        open_row[ch, bank] = -1
+    elif cmd == PREA:
+        for b in range(n_banks):
+            open_row[ch, b] = -1
+    cmd_count[ch, cmd] += 1
+    n = scal[S_LOG_N]
+    if n < log_cap:
+        log[n, 0] = clk
+        log[n, 1] = ch
+        log[n, 2] = cmd
+        log[n, 3] = bg
+        log[n, 4] = bank
+        log[n, 5] = row
+    scal[S_LOG_N] = n + 1
+
+
+@njit(cache=True)
+def _remove(bufs, counts, ch, kind, i):
+    n = counts[ch, kind]
+    for j in range(i, n - 1):
+        for f in range(N_FIELDS):
+            bufs[ch, kind, j, f] = bufs[ch, kind, j + 1, f]
+    counts[ch, kind] = n - 1
+
+
+@njit(cache=True)
+def _append(bufs, counts, ch, kind, src_bufs, src_ch, src_kind, i):
+    n = counts[ch, kind]
+    for f in range(N_FIELDS):
+        bufs[ch, kind, n, f] = src_bufs[src_ch, src_kind, i, f]
+    counts[ch, kind] = n + 1
+
+
+@njit(cache=True)
+def _row_wanted(bufs, counts, ch, bank, row, skip_kind, skip_i):
+    """Does any queued request other than (skip_kind, skip_i) want this open row?"""
+    for kind in range(3):
+        for i in range(counts[ch, kind]):
+            if kind == skip_kind and i == skip_i:
+                continue
+            if bufs[ch, kind, i, F_BANK] == bank and bufs[ch, kind, i, F_ROW] == row:
+                return True
+    return False
+
+
+@njit(cache=True)
+def _active_blocks(bufs, counts, ch, bank):
+    """A precharge of `bank` (or of all banks, bank < 0) would close a row opened for a
+    request still waiting in the active buffer."""
+    for i in range(counts[ch, ABUF]):
+        if bank < 0 or bufs[ch, ABUF, i, F_BANK] == bank:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _best(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw, n_faw, clk, fcfs, ordered,
+          ref_bank):
+    """FR-FCFS (or FCFS) over one buffer: (index, command, ready?, earliest ready cycle)."""
+    n = counts[ch, kind]
+    best = -1
+    best_cmd = -1
+    best_ready = False
+    best_arrive = INF
+    earliest = INF
+    for i in range(n):
+        bank = bufs[ch, kind, i, F_BANK]
+        cmd = _preq(open_row, ch, bank, bufs[ch, kind, i, F_ROW], bufs[ch, kind, i, F_WRITE] == 1,
+                    ref_bank)
+        if cmd < 0:
+            t = INF
+        else:
+            t = _ready_at(rch, rbg, rbank, faw, ch, cmd, bufs[ch, kind, i, F_BG], bank, n_faw)
+        if t < earliest:
+            earliest = t
+        ready = t <= clk
+        arrive = bufs[ch, kind, i, F_ARRIVE]
+        if fcfs:
+            if i == 0:
+                return i, cmd, ready, earliest if ready else t
+            continue
+        if best < 0 or (ready and not best_ready) or (ready == best_ready and arrive < best_arrive):
+            best = i
+            best_cmd = cmd
+            best_ready = ready
+            best_arrive = arrive
+            if ready and ordered:
+                break  # insertion order is age order: the first ready request is the best
+    return best, best_cmd, best_ready, earliest
+
+
+@njit(cache=True)
+def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, bank_cols,
+        lat_hist, rules_by_prev, n_rules_by_prev, log,
+        req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, req_id, n_req,
+        final, completion,
+        caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh,
+        n_bl, n_cl, n_faw, n_refi, banks_per_group, n_banks):
+    """Advance the memory system until the chunk is fed (more input needed) or, when `final`,
+    until every request has completed. Returns 1 when it needs the next chunk, 0 when done."""
+    n_ch = counts.shape[0]
+    log_cap = log.shape[0]
+    clk = scal[S_CLK]
+    read_latency = n_cl + n_bl
+    refi = n_refi // 16 if per_bank_refresh else n_refi
+    while True:
+        # ---- channels ------------------------------------------------------------------------
+        for ch in range(n_ch):
+            if chan[ch, C_NEXT_TRY] > clk:
+                continue
+            while clk >= chan[ch, C_NEXT_REF]:
+                chan[ch, C_PENDING_REF] += 1
+                chan[ch, C_NEXT_REF] += refi
+            ref_bank = -1
+            if per_bank_refresh and chan[ch, C_PENDING_REF] > 0:
+                ref_bank = chan[ch, C_REF_BANK]
+            issued = False
+            earliest = chan[ch, C_NEXT_REF]
+            found = False
+            kind = -1
+            idx = -1
+            cmd = -1
+            # 1. the active buffer
+            if counts[ch, ABUF] > 0:
+                idx, cmd, ready, e = _best(bufs, counts, ch, ABUF, open_row, rch, rbg, rbank, faw,
+                                           n_faw, clk, fcfs, False, ref_bank)
+                if e < earliest:
+                    earliest = e
+                if ready:
+                    found = True
+                    kind = ABUF
+            # 2. refresh
+            blocked = False
+            if not found and chan[ch, C_PENDING_REF] > 0:
+                if per_bank_refresh:
+                    rb = chan[ch, C_REF_BANK]
+                    rcmd = PRE if open_row[ch, rb] >= 0 else REFPB
+                    t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, rb // banks_per_group, rb, n_faw)
+                    if t <= clk and not (rcmd == PRE and _active_blocks(bufs, counts, ch, rb)):
+                        _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row,
+                               cmd_count, ch, rcmd, rb // banks_per_group, rb, -1, clk, log, scal,
+                               log_cap, banks_per_group, n_banks)
+                        issued = True
+                        if rcmd == REFPB:
+                            chan[ch, C_PENDING_REF] -= 1
+                            chan[ch, C_REF_BANK] = (rb + 1) % n_banks
+                    elif t < earliest:
+                        earliest = t if t > clk else clk + 1
+                else:
+                    any_open = False
+                    for b in range(n_banks):
+                        if open_row[ch, b] >= 0:
+                            any_open = True
+                            break
+                    rcmd = PREA if any_open else REFAB
+                    t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, -1, -1, n_faw)
+                    if t <= clk and not (rcmd == PREA and _active_blocks(bufs, counts, ch, -1)):
+                        _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row,
+                               cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap,
+                               banks_per_group, n_banks)
+                        issued = True
+                        if rcmd == REFAB:
+                            chan[ch, C_PENDING_REF] -= 1
+                    else:
+                        if t < earliest:
+                            earliest = t if t > clk else clk + 1
+                    blocked = True  # all-bank refresh holds back reads and writes
+            # 3. reads or writes
+            if not found and not issued and not blocked:
+                nr = counts[ch, RBUF]
+                nw = counts[ch, WBUF]
+                if chan[ch, C_WR_MODE] == 0:
+                    if nw > wm_high * caps[WBUF] or (nr == 0 and nw > 0):
+                        chan[ch, C_WR_MODE] = 1
+                else:
+                    if nw < wm_low * caps[WBUF] and nr > 0:
+                        chan[ch, C_WR_MODE] = 0
+                k = WBUF if chan[ch, C_WR_MODE] == 1 else RBUF
+                if counts[ch, k] > 0:
+                    idx, cmd, ready, e = _best(bufs, counts, ch, k, open_row, rch, rbg, rbank, faw,
+                                               n_faw, clk, fcfs, True, ref_bank)
+                    if e < earliest:
+                        earliest = e
+                    if ready:
+                        found = True
+                        kind = k
+            # a precharge must not close a row an activated request is waiting for
+            if found and cmd == PRE and kind != ABUF:
+                if _active_blocks(bufs, counts, ch, bufs[ch, kind, idx, F_BANK]):
+                    found = False
+            if found and not issued:
+                bank = bufs[ch, kind, idx, F_BANK]
+                bg = bufs[ch, kind, idx, F_BG]
+                row = bufs[ch, kind, idx, F_ROW]
+                if bufs[ch, kind, idx, F_STAT] == 0:  # first command decides hit/miss/conflict
+                    bufs[ch, kind, idx, F_STAT] = 1
+                    if cmd == RD or cmd == WR:
+                        chan[ch, C_HIT] += 1
+                    elif cmd == ACT:
+                        chan[ch, C_MISS] += 1
+                    else:
+                        chan[ch, C_CONFLICT] += 1
+                final_cmd = cmd == RD or cmd == WR
+                if final_cmd and closed_page and not _row_wanted(bufs, counts, ch, bank, row,
+                                                                 kind, idx):
+                    cmd = RDA if cmd == RD else WRA
+                _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_count,
+                       ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group, n_banks)
+                issued = True
+                if final_cmd:
+                    chan[ch, C_BUSY] += n_bl
+                    bank_cols[ch, bank] += 1
+                    is_w = 1 if (cmd == WR or cmd == WRA) else 0
+                    if chan[ch, C_LAST_COL] >= 0 and chan[ch, C_LAST_COL] != is_w:
+                        chan[ch, C_RW_SWITCH] += 1
+                    chan[ch, C_LAST_COL] = is_w
+                    rid = bufs[ch, kind, idx, F_ID]
+                    if is_w:
+                        done = clk
+                        scal[S_DONE_WRITES] += 1
+                    else:
+                        done = clk + read_latency
+                        lat = done - bufs[ch, kind, idx, F_ARRIVE]
+                        lat_hist[lat if lat < LAT_BINS - 1 else LAT_BINS - 1] += 1
+                        scal[S_DONE_READS] += 1
+                    if done > scal[S_LAST_DONE]:
+                        scal[S_LAST_DONE] = done
+                    if rid >= 0 and rid < completion.shape[0]:
+                        completion[rid] = done
+                    _remove(bufs, counts, ch, kind, idx)
+                elif cmd == ACT and kind != ABUF and counts[ch, ABUF] < caps[ABUF]:
+                    _append(bufs, counts, ch, ABUF, bufs, ch, kind, idx)
+                    _remove(bufs, counts, ch, kind, idx)
+            if issued:
+                chan[ch, C_NEXT_TRY] = clk + 1
+            else:
+                chan[ch, C_NEXT_TRY] = earliest if earliest > clk else clk + 1
+        # ---- front end: in trace order, as many as the buffers take ----------------------------
+        pos = scal[S_POS]
+        while pos < n_req and req_arrive[pos] <= clk:
+            ch = req_ch[pos]
+            is_w = req_write[pos]
+            if is_w == 0 and counts[ch, WBUF] > 0:
+                hit = False
+                for i in range(counts[ch, WBUF]):
+                    if bufs[ch, WBUF, i, F_ADDR] == req_addr[pos]:
+                        hit = True
+                        break
+                if hit:  # served from the write buffer next cycle
+                    done = clk + 1
+                    lat_hist[1] += 1
+                    scal[S_DONE_READS] += 1
+                    scal[S_FORWARDED] += 1
+                    if done > scal[S_LAST_DONE]:
+                        scal[S_LAST_DONE] = done
+                    if req_id[pos] < completion.shape[0]:
+                        completion[req_id[pos]] = done
+                    pos += 1
+                    continue
+            k = WBUF if is_w else RBUF
+            n = counts[ch, k]
+            if n >= caps[k]:
+                break
+            bufs[ch, k, n, F_ID] = req_id[pos]
+            bufs[ch, k, n, F_ADDR] = req_addr[pos]
+            bufs[ch, k, n, F_BG] = req_bg[pos]
+            bufs[ch, k, n, F_BANK] = req_bank[pos]
+            bufs[ch, k, n, F_ROW] = req_row[pos]
+            bufs[ch, k, n, F_WRITE] = is_w
+            bufs[ch, k, n, F_ARRIVE] = clk
+            bufs[ch, k, n, F_STAT] = 0
+            counts[ch, k] = n + 1
+            if chan[ch, C_NEXT_TRY] > clk + 1:
+                chan[ch, C_NEXT_TRY] = clk + 1
+            pos += 1
+        scal[S_POS] = pos
+        # ---- done? next cycle with something to do ---------------------------------------------
+        queued = 0
+        for ch in range(n_ch):
+            queued += counts[ch, RBUF] + counts[ch, WBUF] + counts[ch, ABUF]
+        if pos >= n_req:
+            if not final:
+                scal[S_CLK] = clk
+                return 1
+            if queued == 0:
+                scal[S_CLK] = clk
+                return 0
+        nxt = INF
+        if pos < n_req:
+            ch = req_ch[pos]
+            k = WBUF if req_write[pos] else RBUF
+            if counts[ch, k] < caps[k]:  # not blocked: the next arrival
+                a = req_arrive[pos] if req_arrive[pos] > clk else clk + 1
+                if a < nxt:
+                    nxt = a
+        # idle channels wake for their refreshes (their next try is the next refresh)
+        for ch in range(n_ch):
+            if chan[ch, C_NEXT_TRY] < nxt:
+                nxt = chan[ch, C_NEXT_TRY]
+        if nxt <= clk:
+            nxt = clk + 1
+        clk = nxt

@@ -1,0 +1,51 @@
+"""Physical address -> (channel, bank group, bank, row, column), as plain data.
+
+A mapping lists the fields from least to most significant above the 32 B access offset
+(Ramulator's RoBaRaCoCh is ["channel", "column", "bankgroup", "bank", "row"]). Each field takes
+its count's worth of the address by division, so channel counts that are not powers of two
+(24 channels on a 384-bit bus) interleave by modulo, and power-of-two ones are bit fields.
+`hash` entries fold a source field into a target, as GPUs do to spread strided streams: XOR
+where the target count is a power of two, addition modulo the count otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.dram.organization import ACCESS_BYTES, Organization
+
+FIELDS = ("channel", "bankgroup", "bank", "row", "column")
+RAMULATOR_ROBARACOCH = ("channel", "column", "bankgroup", "bank", "row")
+# Default: consecutive accesses rotate channels, then bank groups (so a stream alternates groups
+# and reaches nCCDS), then columns of one row, then banks; channel and bank hashed with the row.
+DEFAULT_FIELDS = ("channel", "bankgroup", "column", "bank", "row")
+DEFAULT_HASH = (("channel", "row"), ("bankgroup", "row"), ("bank", "row"))
+
+
+@dataclass(frozen=True)
+class AddressMapping:
+    fields: tuple[str, ...] = DEFAULT_FIELDS
+    hash: tuple[tuple[str, str], ...] = DEFAULT_HASH
+
+    def counts(self, org: Organization) -> dict[str, int]:
+        return {"channel": org.channels, "bankgroup": org.bank_groups,
+                "bank": org.banks_per_group, "row": org.rows, "column": org.columns}
+
+    def decode(self, addresses: np.ndarray, org: Organization) -> dict[str, np.ndarray]:
+        """Vectorized decode of byte addresses (uint64) into field arrays (int64)."""
+        counts = self.counts(org)
+        rest = addresses.astype(np.uint64) // np.uint64(ACCESS_BYTES)
+        out: dict[str, np.ndarray] = {}
+        for name in self.fields:
+            n = np.uint64(counts[name])
+            out[name] = (rest % n).astype(np.int64)
+            rest = rest // n
+        for target, source in self.hash:
+            n = counts[target]
+            if n & (n - 1) == 0:
+                out[target] = out[target] ^ (out[source] & (n - 1))
+            else:
+                out[target] = (out[target] + out[source]) % n
+        return out

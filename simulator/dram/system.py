@@ -1,0 +1,270 @@
+"""A GDDR6 memory system you can feed request streams to: the API the replay and `dram` use.
+
+    ms = MemorySystem.from_hardware(load_hardware("t4"))
+    done = ms.feed(addresses, is_write, arrival_ck, final=True)   # completion cycle per request
+    ms.stats()                                                     # DramStats
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simulator.config.hardware import Hardware
+from simulator.dram import commands as C
+from simulator.dram import engine as E
+from simulator.dram.controller import ControllerConfig
+from simulator.dram.organization import ACCESS_BYTES, Organization, organization
+from simulator.dram.timing import GDDR6Timing
+from simulator.dram.tracefile import read_blocks
+from simulator.errors import InputError
+from simulator.units import BITS_PER_BYTE, tck_ns
+
+# Micron's GDDR6 "average device power" per bit moved (shared/reference/gddr6.md 1.5); a
+# hardware file may state its own `memory.energy_pj_per_bit`.
+DEFAULT_GDDR6_PJ_PER_BIT = 7.5
+
+
+@dataclass(frozen=True)
+class DramStats:
+    """What one run measured. Cycle counts are CK cycles (CK = data rate / 8)."""
+
+    requests: int
+    reads: int
+    writes: int
+    cycles: int
+    tck_ns: float
+    peak_bandwidth_GBps: float
+    read_latency_cycles: dict[str, float]
+    commands: dict[str, int]
+    row_hits: int
+    row_misses: int
+    row_conflicts: int
+    forwarded_reads: int
+    refreshes: int
+    channel_busy_cycles: np.ndarray      # data-bus cycles per channel
+    bank_accesses: np.ndarray            # (channels, banks) column commands
+    refresh_cycles: int                  # channel-cycles spent in refresh (sum over channels)
+    turnaround_cycles: int               # estimated channel-cycles lost to RD<->WR switches
+    energy_pj_per_bit: float
+    burst_cycles: int                    # CK cycles one burst holds the data bus (nBL)
+
+    @property
+    def time_ns(self) -> float:
+        return self.cycles * self.tck_ns
+
+    @property
+    def bytes(self) -> int:
+        return self.requests * ACCESS_BYTES
+
+    @property
+    def bandwidth_GBps(self) -> float:
+        return self.bytes / self.time_ns if self.cycles else 0.0
+
+    @property
+    def row_hit_rate(self) -> float:
+        n = self.row_hits + self.row_misses + self.row_conflicts
+        return self.row_hits / n if n else 0.0
+
+    @property
+    def energy_pJ(self) -> float:
+        return self.bytes * BITS_PER_BYTE * self.energy_pj_per_bit
+
+    def as_dict(self) -> dict:
+        ch = len(self.channel_busy_cycles)
+        span = max(self.cycles, 1)
+        lat_ck = self.read_latency_cycles
+        return {
+            "requests": self.requests, "reads": self.reads, "writes": self.writes,
+            "cycles": self.cycles, "clock": "CK", "tck_ns": self.tck_ns,
+            "time_ns": self.time_ns, "bytes": self.bytes,
+            "bandwidth_GBps": self.bandwidth_GBps,
+            "peak_bandwidth_GBps": self.peak_bandwidth_GBps,
+            "percent_of_peak": 100 * self.bandwidth_GBps / self.peak_bandwidth_GBps,
+            "read_latency_ns": {k: v * self.tck_ns for k, v in lat_ck.items()},
+            "read_latency_cycles": lat_ck,
+            "row_hit_rate": self.row_hit_rate,
+            "row_hits": self.row_hits, "row_misses": self.row_misses,
+            "row_conflicts": self.row_conflicts,
+            "reads_forwarded_from_write_buffer": self.forwarded_reads,
+            "refreshes": self.refreshes,
+            "refresh_time_share": self.refresh_cycles / (span * ch),
+            "turnaround_time_share": self.turnaround_cycles / (span * ch),
+            "commands": self.commands,
+            "channel_utilization": (self.channel_busy_cycles / span).tolist(),
+            "bank_utilization": (self.bank_accesses * self.burst_cycles / span).tolist(),
+            "energy_pJ": self.energy_pJ,
+            "energy_model": f"{self.energy_pj_per_bit} pJ per bit moved (device average power)",
+        }
+
+
+def _percentiles(hist: np.ndarray) -> dict[str, float]:
+    n = int(hist.sum())
+    if n == 0:
+        return {"mean": 0.0, "p50": 0.0, "p99": 0.0, "max": 0.0}
+    values = np.arange(len(hist))
+    cum = np.cumsum(hist)
+    nz = np.nonzero(hist)[0]
+    return {"mean": float((hist * values).sum() / n),
+            "p50": float(np.searchsorted(cum, math.ceil(0.50 * n))),
+            "p99": float(np.searchsorted(cum, math.ceil(0.99 * n))),
+            "max": float(nz[-1])}
+
+
+class MemorySystem:
+    """Channels, banks, controllers and refresh of one GDDR6 memory system."""
+
+    def __init__(self, org: Organization, timing: GDDR6Timing, controller: ControllerConfig,
+                 data_rate_gbps: float, energy_pj_per_bit: float = DEFAULT_GDDR6_PJ_PER_BIT,
+                 log_commands: int = 0, name: str = ""):
+        self.org, self.timing, self.controller = org, timing, controller
+        self.data_rate_gbps = data_rate_gbps
+        self.tck_ns = tck_ns(data_rate_gbps)
+        self.energy_pj_per_bit = energy_pj_per_bit
+        self.name = name
+        n_ch, n_banks = org.channels, org.banks
+        cap = max(controller.read_buffer, controller.write_buffer, controller.active_buffer)
+        self._caps = np.array([controller.read_buffer, controller.write_buffer,
+                               controller.active_buffer], np.int64)
+        self._bufs = np.zeros((n_ch, 3, cap, E.N_FIELDS), np.int64)
+        self._counts = np.zeros((n_ch, 3), np.int64)
+        self._scal = np.zeros(E.N_SCALARS, np.int64)
+        self._chan = np.zeros((n_ch, E.N_CHANNEL_COUNTERS), np.int64)
+        per_bank = controller.refresh == "per_bank"
+        self._chan[:, E.C_NEXT_REF] = timing.nREFI // 16 if per_bank else timing.nREFI
+        self._chan[:, E.C_LAST_COL] = -1
+        self._rch = np.zeros((n_ch, E.N_CMD), np.int64)
+        self._rbg = np.zeros((n_ch, org.bank_groups, E.N_CMD), np.int64)
+        self._rbank = np.zeros((n_ch, n_banks, E.N_CMD), np.int64)
+        self._faw = np.full((n_ch, 5), -(1 << 40), np.int64)
+        self._faw[:, 4] = 0
+        self._open_row = np.full((n_ch, n_banks), -1, np.int64)
+        self._cmd_count = np.zeros((n_ch, E.N_CMD), np.int64)
+        self._bank_cols = np.zeros((n_ch, n_banks), np.int64)
+        self._lat_hist = np.zeros(E.LAT_BINS, np.int64)
+        rules = C.rules(timing)
+        most = max(sum(1 for r in rules if r.prev == c) for c in range(C.N_COMMANDS))
+        self._rules = np.zeros((C.N_COMMANDS, most, 3), np.int64)
+        self._n_rules = np.zeros(C.N_COMMANDS, np.int64)
+        for r in rules:
+            k = self._n_rules[r.prev]
+            self._rules[r.prev, k] = (r.level, r.next, r.latency)
+            self._n_rules[r.prev] = k + 1
+        self._log = np.zeros((log_commands, 6), np.int64)
+        self._finished = False
+
+    @classmethod
+    def from_hardware(cls, hw: Hardware, log_commands: int = 0,
+                      controller: ControllerConfig | None = None) -> MemorySystem:
+        m = hw.memory
+        if not m.is_gddr or m.timing is None:
+            raise InputError(f"the GDDR6 engine models GDDR6 memory; {hw.name} has {m.type}",
+                             file=hw.path, path="$.memory.type")
+        return cls(organization(m, hw.path), m.timing, controller or hw.controller,
+                   m.data_rate_gbps, hw.energy_pj_per_bit or DEFAULT_GDDR6_PJ_PER_BIT,
+                   log_commands, hw.name)
+
+    @property
+    def peak_bandwidth_GBps(self) -> float:
+        return self.org.channels * 16 * self.data_rate_gbps / 8
+
+    def decode(self, addresses: np.ndarray) -> dict[str, np.ndarray]:
+        return self.controller.mapping.decode(addresses, self.org)
+
+    def check_addresses(self, addresses: np.ndarray, where=None) -> None:
+        """Reject addresses past the capacity; `where(i)` names the offending request."""
+        if len(addresses) == 0:
+            return
+        too_far = addresses >= np.uint64(self.org.capacity_bytes)
+        if too_far.any():
+            i = int(np.argmax(too_far))
+            raise InputError(
+                f"address {int(addresses[i]):#x} is beyond the capacity of "
+                f"{self.org.capacity_bytes:,} B ({self.org.capacity_bytes:#x})"
+                + (f" of {self.name}" if self.name else ""),
+                file=where(i) if where else None)
+
+    def feed(self, addresses: np.ndarray, is_write: np.ndarray, arrival: np.ndarray | None = None,
+             final: bool = True, want_completion: bool = True) -> np.ndarray:
+        """Hand over requests in order (arrival in CK cycles, non-decreasing order of service);
+        returns each request's completion cycle (-1 where it completes in a later call)."""
+        if self._finished:
+            raise RuntimeError("this memory system has finished; make a new one")
+        n = len(addresses)
+        addresses = np.ascontiguousarray(addresses, dtype=np.uint64)
+        is_write = np.ascontiguousarray(is_write, dtype=np.int64)
+        arrival = (np.zeros(n, np.int64) if arrival is None
+                   else np.ascontiguousarray(arrival, dtype=np.int64))
+        self.check_addresses(addresses)
+        f = self.decode(addresses)
+        bank = f["bankgroup"] * self.org.banks_per_group + f["bank"]
+        ids = np.arange(n, dtype=np.int64)
+        completion = np.full(n if want_completion else 0, -1, np.int64)
+        self._scal[E.S_POS] = 0
+        t = self.timing
+        c = self.controller
+        E.run(self._bufs, self._counts, self._scal, self._chan, self._rch, self._rbg, self._rbank,
+              self._faw, self._open_row, self._cmd_count, self._bank_cols, self._lat_hist,
+              self._rules, self._n_rules, self._log,
+              addresses.view(np.int64), is_write, arrival, f["channel"], f["bankgroup"], bank,
+              f["row"], ids, n, final, completion,
+              self._caps, c.write_high_watermark, c.write_low_watermark, c.scheduler == "fcfs",
+              c.page_policy == "closed", c.refresh == "per_bank",
+              t.nBL, t.nCL, t.nFAW, t.nREFI, self.org.banks_per_group, self.org.banks)
+        self._finished = final
+        return completion
+
+    def run_trace(self, path: Path) -> DramStats:
+        """Stream a DRAMsim3-format trace file through the system."""
+        blocks = read_blocks(path)
+        block = next(blocks, None)
+        while block is not None:
+            nxt = next(blocks, None)
+            self.check_addresses(block.address, lambda i, b=block: f"{path}:{int(b.line[i])}")
+            self.feed(block.address, block.is_write, block.cycle, final=nxt is None,
+                      want_completion=False)
+            block = nxt
+        if not self._finished:  # an empty trace
+            self.feed(np.zeros(0, np.uint64), np.zeros(0, np.int64), final=True)
+        return self.stats()
+
+    def command_log(self) -> np.ndarray:
+        """(n, 6) int64 rows of (cycle CK, channel, command, bank group, bank, row)."""
+        n = int(self._scal[E.S_LOG_N])
+        if n > len(self._log):
+            raise RuntimeError(f"command log overflowed: {n} commands, room for {len(self._log)}")
+        return self._log[:n].copy()
+
+    def stats(self) -> DramStats:
+        t = self.timing
+        cc = self._cmd_count.sum(axis=0)
+        reads = int(self._scal[E.S_DONE_READS])
+        writes = int(self._scal[E.S_DONE_WRITES])
+        switches = int(self._chan[:, E.C_RW_SWITCH].sum())
+        penalty = ((t.nCL + 1) + (t.nCWL + t.nBL + t.nWTRS)) / 2 - t.nBL
+        return DramStats(
+            requests=reads + writes, reads=reads, writes=writes,
+            cycles=int(self._scal[E.S_LAST_DONE]), tck_ns=self.tck_ns,
+            peak_bandwidth_GBps=self.peak_bandwidth_GBps,
+            read_latency_cycles=_percentiles(self._lat_hist),
+            commands={"ACT": int(cc[C.ACT]), "PRE": int(cc[C.PRE] + cc[C.PREA]),
+                      "RD": int(cc[C.RD] + cc[C.RDA]), "WR": int(cc[C.WR] + cc[C.WRA]),
+                      "REF": int(cc[C.REFAB] + cc[C.REFPB]), "PREA": int(cc[C.PREA]),
+                      "RDA": int(cc[C.RDA]), "WRA": int(cc[C.WRA]), "REFab": int(cc[C.REFAB]),
+                      "REFpb": int(cc[C.REFPB])},
+            row_hits=int(self._chan[:, E.C_HIT].sum()),
+            row_misses=int(self._chan[:, E.C_MISS].sum()),
+            row_conflicts=int(self._chan[:, E.C_CONFLICT].sum()),
+            forwarded_reads=int(self._scal[E.S_FORWARDED]),
+            refreshes=int(cc[C.REFAB] + cc[C.REFPB]),
+            channel_busy_cycles=self._chan[:, E.C_BUSY].copy(),
+            bank_accesses=self._bank_cols.copy(),
+            refresh_cycles=int(cc[C.REFAB] * t.nRFCab
+                               + cc[C.REFPB] * t.nRFCpb / self.org.banks),
+            turnaround_cycles=int(switches * penalty),
+            energy_pj_per_bit=self.energy_pj_per_bit,
+            burst_cycles=t.nBL,
+        )
