@@ -123,6 +123,22 @@ def cmd_workloads_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dram(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from simulator.dram.report import dram_doc, dram_report
+    from simulator.dram.system import MemorySystem
+
+    hw = load_hardware(args.hardware)
+    system = MemorySystem.from_hardware(hw)
+    stats = system.run_trace(Path(args.trace))
+    if args.json:
+        _print_json(dram_doc(stats, hw, args.trace))
+    else:
+        print(dram_report(stats, hw, args.trace))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m simulator",
@@ -137,6 +153,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON document")
     run.add_argument("--top", type=int, default=10, help="ops to list by time (default: 10)")
     run.set_defaults(func=cmd_run)
+
+    dram = sub.add_parser("dram",
+                          help="replay a raw address trace through the GDDR6 channel engine")
+    dram.add_argument("trace", help="trace file, DRAMsim3 format: '0x<hex address> READ|WRITE "
+                                    "<cycle>' per line, cycles in CK")
+    dram.add_argument("--hardware", required=True,
+                      help="hardware name or JSON file (GDDR6), e.g. "
+                           "hardware/validation/ramulator2-gddr6-8ch.json")
+    dram.add_argument("--json", action="store_true", help="print one JSON document")
+    dram.set_defaults(func=cmd_dram)
 
     hw = sub.add_parser("hardware", help="list or show the shipped hardware descriptions")
     hw_sub = hw.add_subparsers(dest="action", required=True, metavar="ACTION")

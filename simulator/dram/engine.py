@@ -22,16 +22,17 @@ from numba import njit
 
 # buffer kinds
 RBUF, WBUF, ABUF = 0, 1, 2
-# request fields
-F_ID, F_ADDR, F_BG, F_BANK, F_ROW, F_WRITE, F_ARRIVE, F_STAT = range(8)
-N_FIELDS = 8
+# request fields; CMD/LOCAL cache the next command and its bank-group/bank-scope earliest cycle,
+# valid while VER equals the bank group's version (bumped by every command issued there)
+F_ID, F_ADDR, F_BG, F_BANK, F_ROW, F_WRITE, F_ARRIVE, F_STAT, F_CMD, F_LOCAL, F_VER = range(11)
+N_FIELDS = 11
 # scalar state slots (int64)
 S_CLK, S_POS, S_SEQ, S_DONE_READS, S_DONE_WRITES, S_LAST_DONE, S_LOG_N, S_FORWARDED = range(8)
 N_SCALARS = 8
 # per-channel counters
 C_HIT, C_MISS, C_CONFLICT, C_BUSY, C_RW_SWITCH, C_WR_MODE, C_NEXT_REF, C_REF_BANK = range(8)
-C_LAST_COL, C_PENDING_REF, C_NEXT_TRY = 8, 9, 10
-N_CHANNEL_COUNTERS = 11
+C_LAST_COL, C_PENDING_REF, C_NEXT_TRY, C_SEEN_REF_BANK = 8, 9, 10, 11
+N_CHANNEL_COUNTERS = 12
 # commands (kept in step with commands.py by tests)
 ACT, PRE, PREA, RD, WR, RDA, WRA, REFAB, REFPB = range(9)
 N_CMD = 9
@@ -39,7 +40,7 @@ INF = np.int64(1) << np.int64(62)
 LAT_BINS = 1 << 16
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
     t = rch[ch, cmd]
     if bg >= 0 and rbg[ch, bg, cmd] > t:
@@ -47,14 +48,14 @@ def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
     if bank >= 0 and rbank[ch, bank, cmd] > t:
         t = rbank[ch, bank, cmd]
     if cmd == ACT or cmd == REFPB:
-        oldest = faw[ch, 4] % 4  # ring of the last four ACT/REFpb cycles
+        oldest = faw[ch, 4] & 3  # ring of the last four ACT/REFpb cycles
         f = faw[ch, oldest] + n_faw
         if f > t:
             t = f
     return t
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", inline="always")
 def _preq(open_row, ch, bank, row, is_write, ref_bank):
     """The command a request needs next: column if its row is open, else ACT or PRE."""
     cur = open_row[ch, bank]
@@ -67,8 +68,8 @@ def _preq(open_row, ch, bank, row, is_write, ref_bank):
     return PRE
 
 
-@njit(cache=True)
-def _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_count,
+@njit(cache=True, error_model="numpy")
+def _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_count, ver,
            ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group, n_banks):
     for k in range(n_rules_by_prev[cmd]):
         level = rules_by_prev[cmd, k, 0]
@@ -84,7 +85,7 @@ def _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_c
             if bank >= 0 and t > rbank[ch, bank, nxt]:
                 rbank[ch, bank, nxt] = t
     if cmd == ACT or cmd == REFPB:
-        slot = faw[ch, 4] % 4
+        slot = faw[ch, 4] & 3
         faw[ch, slot] = clk
         faw[ch, 4] += 1
     if cmd == ACT:
@@ -95,6 +96,11 @@ def _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_c
         for b in range(n_banks):
             open_row[ch, b] = -1
     cmd_count[ch, cmd] += 1
+    if bg >= 0:
+        ver[ch, bg] += 1
+    else:
+        for g in range(ver.shape[1]):
+            ver[ch, g] += 1
     n = scal[S_LOG_N]
     if n < log_cap:
         log[n, 0] = clk
@@ -106,7 +112,7 @@ def _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_c
     scal[S_LOG_N] = n + 1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _remove(bufs, counts, ch, kind, i):
     n = counts[ch, kind]
     for j in range(i, n - 1):
@@ -115,7 +121,7 @@ def _remove(bufs, counts, ch, kind, i):
     counts[ch, kind] = n - 1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _append(bufs, counts, ch, kind, src_bufs, src_ch, src_kind, i):
     n = counts[ch, kind]
     for f in range(N_FIELDS):
@@ -123,7 +129,7 @@ def _append(bufs, counts, ch, kind, src_bufs, src_ch, src_kind, i):
     counts[ch, kind] = n + 1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _row_wanted(bufs, counts, ch, bank, row, skip_kind, skip_i):
     """Does any queued request other than (skip_kind, skip_i) want this open row?"""
     for kind in range(3):
@@ -135,7 +141,7 @@ def _row_wanted(bufs, counts, ch, bank, row, skip_kind, skip_i):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _active_blocks(bufs, counts, ch, bank):
     """A precharge of `bank` (or of all banks, bank < 0) would close a row opened for a
     request still waiting in the active buffer."""
@@ -145,10 +151,25 @@ def _active_blocks(bufs, counts, ch, bank):
     return False
 
 
-@njit(cache=True)
-def _best(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw, n_faw, clk, fcfs, ordered,
+@njit(cache=True, error_model="numpy", inline="always")
+def _channel_ready(rch, faw, ch, chan_t, n_faw):
+    """Channel-scope earliest cycle of every command (the nFAW window included)."""
+    f = faw[ch, (faw[ch, 4] & 3)] + n_faw
+    for c in range(N_CMD):
+        chan_t[c] = rch[ch, c]
+    if f > chan_t[ACT]:
+        chan_t[ACT] = f
+    if f > chan_t[REFPB]:
+        chan_t[REFPB] = f
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _best(bufs, counts, ch, kind, open_row, rbg, rbank, ver, chan_t, clk, fcfs, ordered,
           ref_bank):
-    """FR-FCFS (or FCFS) over one buffer: (index, command, ready?, earliest ready cycle)."""
+    """FR-FCFS (or FCFS) over one buffer: (index, command, ready?, earliest ready cycle).
+
+    An entry's earliest cycle is max(its cached bank-group/bank-scope bound, the channel-scope
+    bound of its command); the cache is refreshed only when its bank group saw a command."""
     n = counts[ch, kind]
     best = -1
     best_cmd = -1
@@ -156,13 +177,26 @@ def _best(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw, n_faw, clk, fc
     best_arrive = INF
     earliest = INF
     for i in range(n):
-        bank = bufs[ch, kind, i, F_BANK]
-        cmd = _preq(open_row, ch, bank, bufs[ch, kind, i, F_ROW], bufs[ch, kind, i, F_WRITE] == 1,
-                    ref_bank)
-        if cmd < 0:
-            t = INF
+        bg = bufs[ch, kind, i, F_BG]
+        if bufs[ch, kind, i, F_VER] != ver[ch, bg]:
+            bank = bufs[ch, kind, i, F_BANK]
+            cmd = _preq(open_row, ch, bank, bufs[ch, kind, i, F_ROW],
+                        bufs[ch, kind, i, F_WRITE] == 1, ref_bank)
+            if cmd < 0:
+                local = INF
+            else:
+                local = rbg[ch, bg, cmd]
+                if rbank[ch, bank, cmd] > local:
+                    local = rbank[ch, bank, cmd]
+            bufs[ch, kind, i, F_CMD] = cmd
+            bufs[ch, kind, i, F_LOCAL] = local
+            bufs[ch, kind, i, F_VER] = ver[ch, bg]
         else:
-            t = _ready_at(rch, rbg, rbank, faw, ch, cmd, bufs[ch, kind, i, F_BG], bank, n_faw)
+            cmd = bufs[ch, kind, i, F_CMD]
+            local = bufs[ch, kind, i, F_LOCAL]
+        t = local
+        if cmd >= 0 and chan_t[cmd] > t:
+            t = chan_t[cmd]
         if t < earliest:
             earliest = t
         ready = t <= clk
@@ -181,9 +215,9 @@ def _best(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw, n_faw, clk, fc
     return best, best_cmd, best_ready, earliest
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, bank_cols,
-        lat_hist, rules_by_prev, n_rules_by_prev, log,
+        lat_hist, rules_by_prev, n_rules_by_prev, log, ver, chan_t,
         req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, req_id, n_req,
         final, completion,
         caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh,
@@ -206,6 +240,11 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
             ref_bank = -1
             if per_bank_refresh and chan[ch, C_PENDING_REF] > 0:
                 ref_bank = chan[ch, C_REF_BANK]
+            if ref_bank != chan[ch, C_SEEN_REF_BANK]:  # cached next commands depend on it
+                chan[ch, C_SEEN_REF_BANK] = ref_bank
+                for g in range(ver.shape[1]):
+                    ver[ch, g] += 1
+            _channel_ready(rch, faw, ch, chan_t, n_faw)
             issued = False
             earliest = chan[ch, C_NEXT_REF]
             found = False
@@ -214,8 +253,8 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
             cmd = -1
             # 1. the active buffer
             if counts[ch, ABUF] > 0:
-                idx, cmd, ready, e = _best(bufs, counts, ch, ABUF, open_row, rch, rbg, rbank, faw,
-                                           n_faw, clk, fcfs, False, ref_bank)
+                idx, cmd, ready, e = _best(bufs, counts, ch, ABUF, open_row, rbg, rbank, ver,
+                                           chan_t, clk, fcfs, False, ref_bank)
                 if e < earliest:
                     earliest = e
                 if ready:
@@ -230,8 +269,8 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                     t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, rb // banks_per_group, rb, n_faw)
                     if t <= clk and not (rcmd == PRE and _active_blocks(bufs, counts, ch, rb)):
                         _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row,
-                               cmd_count, ch, rcmd, rb // banks_per_group, rb, -1, clk, log, scal,
-                               log_cap, banks_per_group, n_banks)
+                               cmd_count, ver, ch, rcmd, rb // banks_per_group, rb, -1, clk, log,
+                               scal, log_cap, banks_per_group, n_banks)
                         issued = True
                         if rcmd == REFPB:
                             chan[ch, C_PENDING_REF] -= 1
@@ -248,7 +287,7 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                     t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, -1, -1, n_faw)
                     if t <= clk and not (rcmd == PREA and _active_blocks(bufs, counts, ch, -1)):
                         _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row,
-                               cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap,
+                               cmd_count, ver, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap,
                                banks_per_group, n_banks)
                         issued = True
                         if rcmd == REFAB:
@@ -269,8 +308,8 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                         chan[ch, C_WR_MODE] = 0
                 k = WBUF if chan[ch, C_WR_MODE] == 1 else RBUF
                 if counts[ch, k] > 0:
-                    idx, cmd, ready, e = _best(bufs, counts, ch, k, open_row, rch, rbg, rbank, faw,
-                                               n_faw, clk, fcfs, True, ref_bank)
+                    idx, cmd, ready, e = _best(bufs, counts, ch, k, open_row, rbg, rbank, ver,
+                                               chan_t, clk, fcfs, True, ref_bank)
                     if e < earliest:
                         earliest = e
                     if ready:
@@ -297,7 +336,8 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                                                                  kind, idx):
                     cmd = RDA if cmd == RD else WRA
                 _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_count,
-                       ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group, n_banks)
+                       ver, ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group,
+                       n_banks)
                 issued = True
                 if final_cmd:
                     chan[ch, C_BUSY] += n_bl
@@ -361,6 +401,7 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
             bufs[ch, k, n, F_WRITE] = is_w
             bufs[ch, k, n, F_ARRIVE] = clk
             bufs[ch, k, n, F_STAT] = 0
+            bufs[ch, k, n, F_VER] = -1
             counts[ch, k] = n + 1
             if chan[ch, C_NEXT_TRY] > clk + 1:
                 chan[ch, C_NEXT_TRY] = clk + 1
