@@ -372,10 +372,15 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
         while pos < n_req and req_arrive[pos] <= clk:
             ch = req_ch[pos]
             is_w = req_write[pos]
-            if is_w == 0 and counts[ch, WBUF] > 0:
-                hit = False
+            if is_w == 0 and counts[ch, WBUF] + counts[ch, ABUF] > 0:
+                hit = False  # a queued write to the same address (activated ones too)?
                 for i in range(counts[ch, WBUF]):
                     if bufs[ch, WBUF, i, F_ADDR] == req_addr[pos]:
+                        hit = True
+                        break
+                for i in range(counts[ch, ABUF]):
+                    if bufs[ch, ABUF, i, F_WRITE] == 1 and \
+                            bufs[ch, ABUF, i, F_ADDR] == req_addr[pos]:
                         hit = True
                         break
                 if hit:  # served from the write buffer next cycle

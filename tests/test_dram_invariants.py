@@ -1,0 +1,164 @@
+"""Invariants of the channel engine on random traces (hypothesis), and its API contract."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from dram_helpers import VALIDATION, validation_system
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simulator.config.hardware import load_hardware
+from simulator.dram import commands as C
+from simulator.dram import engine as E
+from simulator.dram.checker import check_log
+from simulator.dram.controller import ControllerConfig
+from simulator.dram.system import MemorySystem
+
+HW = load_hardware(VALIDATION)
+
+
+def test_engine_command_codes_match_the_rule_table():
+    assert tuple(range(9)) == (E.ACT, E.PRE, E.PREA, E.RD, E.WR, E.RDA, E.WRA, E.REFAB, E.REFPB)
+    assert C.NAMES[E.REFPB] == "REFpb" and E.N_CMD == C.N_COMMANDS
+
+
+@st.composite
+def traces(draw):
+    n = draw(st.integers(1, 300))
+    region = draw(st.sampled_from([2**12, 2**16, 2**22, 2**30]))  # how often rows conflict
+    addr = draw(st.lists(st.integers(0, region // 32 - 1), min_size=n, max_size=n))
+    write = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    gaps = draw(st.lists(st.integers(0, 40), min_size=n, max_size=n))
+    ctl = ControllerConfig(
+        read_buffer=draw(st.sampled_from([1, 4, 32])),
+        write_buffer=draw(st.sampled_from([2, 8, 32])),
+        scheduler=draw(st.sampled_from(["frfcfs", "fcfs"])),
+        page_policy=draw(st.sampled_from(["open", "closed"])),
+        refresh=draw(st.sampled_from(["all_bank", "per_bank"])),
+        mapping=HW.controller.mapping if draw(st.booleans()) else ControllerConfig().mapping)
+    return (np.array(addr, np.uint64) * 32, np.array(write, np.int64),
+            np.cumsum(np.array(gaps, np.int64)), ctl)
+
+
+def _run(addr, write, arrival, ctl):
+    ms = MemorySystem.from_hardware(HW, log_commands=20_000, controller=ctl)
+    done = ms.feed(addr, write, arrival, final=True)
+    return ms, done
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(traces())
+def test_random_traces_obey_every_timing_edge(trace):
+    addr, write, arrival, ctl = trace
+    ms, done = _run(addr, write, arrival, ctl)
+    s = ms.stats()
+    assert check_log(ms.command_log(), ms.timing) == []
+    assert s.requests == len(addr) and (done >= arrival).all()
+    assert s.reads + s.writes == len(addr)
+    assert s.bandwidth_GBps <= s.peak_bandwidth_GBps * (1 + 1e-9)
+    # reads wait at least the read latency; writes complete when their WR issues
+    reads = write == 0
+    forwarded = s.forwarded_reads
+    slow = done[reads] - arrival[reads] >= ms.timing.nCL + ms.timing.nBL + 1
+    assert slow.sum() >= reads.sum() - forwarded
+    # same input, same result
+    ms2, done2 = _run(addr, write, arrival, ctl)
+    assert np.array_equal(done, done2) and ms2.stats().as_dict() == s.as_dict()
+    assert np.array_equal(ms.command_log(), ms2.command_log())
+
+
+def test_checker_catches_a_broken_edge():
+    addr = np.arange(64, dtype=np.uint64) * 32 * 8  # one channel, consecutive columns
+    ms, _ = _run(addr, np.zeros(64, np.int64), np.zeros(64, np.int64), HW.controller)
+    log = ms.command_log()
+    assert check_log(log, ms.timing) == []
+    act = np.nonzero(log[:, 2] == C.ACT)[0][0]
+    rd = np.nonzero((log[:, 2] == C.RD) & (log[:, 4] == log[act, 4]))[0][0]
+    broken = log.copy()
+    broken[rd, 0] = broken[act, 0] + ms.timing.nRCDRD - 1   # one CK too early
+    broken = broken[np.argsort(broken[:, 0], kind="stable")]
+    assert any("tRCD" in v for v in check_log(broken, ms.timing))
+    two_reads = log[log[:, 2] == C.RD][:2].copy()
+    two_reads[1, 0] = two_reads[0, 0] + 1
+    assert any("tCCD" in v for v in check_log(two_reads, ms.timing))
+
+
+@pytest.mark.parametrize("mode, interval", [("all_bank", "nREFI"), ("per_bank", "nREFIpb")])
+def test_refresh_count_follows_simulated_time(mode, interval):
+    """Refresh that never fires was a real bug in a peer simulator."""
+    ctl = dataclasses.replace(HW.controller, refresh=mode)
+    n = 2000
+    arrival = np.arange(n, dtype=np.int64) * 100          # sparse: 200,000 CK of time
+    addr = np.arange(n, dtype=np.uint64) * 32
+    ms, _ = _run(addr, np.zeros(n, np.int64), arrival, ctl)
+    s = ms.stats()
+    t = ms.timing
+    refi = t.nREFI if mode == "all_bank" else t.nREFI // 16
+    expected_per_channel = s.cycles / refi
+    per_channel = s.refreshes / ms.org.channels
+    assert abs(per_channel - expected_per_channel) <= 1, interval
+    assert check_log(ms.command_log(), t) == []
+
+
+def test_sequential_is_not_slower_than_random():
+    n = 20_000
+    seq = np.arange(n, dtype=np.uint64) * 32
+    rng = np.random.default_rng(7)
+    rand = rng.integers(0, 2**30 // 32, n).astype(np.uint64) * 32
+    for ctl in (HW.controller, ControllerConfig()):
+        a = MemorySystem.from_hardware(HW, controller=ctl)
+        a.feed(seq, np.zeros(n, np.int64), final=True)
+        b = MemorySystem.from_hardware(HW, controller=ctl)
+        b.feed(rand, np.zeros(n, np.int64), final=True)
+        assert a.stats().bandwidth_GBps >= b.stats().bandwidth_GBps
+
+
+def test_default_mapping_reaches_nccds_on_a_stream():
+    """Interleaving bank groups lets a stream run at the burst rate, not at nCCDL."""
+    n = 100_000
+    addr = np.arange(n, dtype=np.uint64) * 32
+    robaracoch = validation_system()
+    robaracoch.feed(addr, np.zeros(n, np.int64), final=True)
+    default = MemorySystem.from_hardware(HW, controller=ControllerConfig())
+    default.feed(addr, np.zeros(n, np.int64), final=True)
+    assert default.stats().bandwidth_GBps > 1.2 * robaracoch.stats().bandwidth_GBps
+    assert default.stats().bandwidth_GBps > 0.85 * default.stats().peak_bandwidth_GBps
+
+
+def test_streaming_in_chunks_equals_one_feed():
+    n = 30_000
+    rng = np.random.default_rng(3)
+    addr = rng.integers(0, 2**24 // 32, n).astype(np.uint64) * 32
+    write = (rng.random(n) < 0.3).astype(np.int64)
+    whole = validation_system()
+    whole.feed(addr, write, final=True)
+    parts = validation_system()
+    for k, chunk in enumerate(np.array_split(np.arange(n), 7)):
+        parts.feed(addr[chunk], write[chunk], final=k == 6)
+    assert parts.stats().as_dict() == whole.stats().as_dict()
+
+
+def test_read_after_write_is_forwarded():
+    ms = validation_system()
+    addr = np.array([4096, 4096], np.uint64)
+    done = ms.feed(addr, np.array([1, 0], np.int64), np.array([0, 1], np.int64), final=True)
+    assert ms.stats().forwarded_reads == 1 and done[1] == 2
+
+
+def test_gddr6_cards_build_a_memory_system():
+    for name in ("t4", "a40", "rtx-2080-ti", "l4", "rtx-a6000"):
+        hw = load_hardware(name)
+        ms = MemorySystem.from_hardware(hw)
+        assert ms.org.channels == hw.memory.bus_width_bits // 16
+        assert ms.org.capacity_bytes == hw.memory.capacity_bytes
+        n = 4000
+        ms.feed(np.arange(n, dtype=np.uint64) * 32, np.zeros(n, np.int64), final=True)
+        assert 0 < ms.stats().bandwidth_GBps <= hw.memory.peak_bandwidth_GBps
+
+
+def test_hbm_is_refused_with_a_clear_error():
+    from simulator.errors import InputError
+
+    with pytest.raises(InputError, match="GDDR6"):
+        MemorySystem.from_hardware(load_hardware("a100-40gb"))
