@@ -165,7 +165,13 @@ def resolve_hardware_path(spec: str) -> Path:
     """`spec` is a path to a JSON file or the name of a shipped description."""
     looks_like_path = spec.endswith(".json") or "/" in spec or "\\" in spec
     if looks_like_path:
-        return Path(spec)
+        path = Path(spec)
+        if not path.exists() and path.parts[:1] == ("hardware",) and path.suffix == ".json":
+            # `hardware/...json` also names the shipped file when run outside the checkout
+            shipped = resources.hardware_dir().joinpath(*path.parts[1:])
+            if shipped.is_file():
+                return Path(str(shipped))
+        return path
     found = resources.shipped_file(resources.hardware_dir(), spec)
     if found is None:
         raise InputError(f"unknown hardware '{spec}'; expected a path to a .json file or one of: "

@@ -1,0 +1,122 @@
+"""`python -m simulator dram`: the JSON contract, streaming input and bad input."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import REPO, load_doc
+from dram_helpers import VALIDATION, write_trace
+
+from simulator.cli import main
+from simulator.dram.tracefile import read_blocks
+
+KEYS = ["requests", "reads", "writes", "cycles", "clock", "time_ns", "bandwidth_GBps",
+        "peak_bandwidth_GBps", "read_latency_ns", "read_latency_cycles", "row_hit_rate",
+        "refreshes", "commands", "energy_pJ"]
+
+
+def run_dram(capsys, *argv):
+    code = main(["dram", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_contract(capsys, tmp_path):
+    n = 5000
+    addr = np.arange(n, dtype=np.uint64) * 64
+    write = (np.arange(n) % 3 == 2).astype(np.int64)
+    trace = write_trace(tmp_path / "t.trace", addr, write)
+    code, out, _ = run_dram(capsys, str(trace), "--hardware", str(VALIDATION), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    for key in KEYS:
+        assert key in doc
+    assert doc["clock"] == "CK"
+    assert doc["requests"] == n and doc["writes"] == write.sum()
+    for k in ("mean", "p50", "p99"):
+        assert doc["read_latency_ns"][k] == pytest.approx(doc["read_latency_cycles"][k] * 0.57)
+    assert set(doc["commands"]) >= {"ACT", "PRE", "RD", "WR", "REF"}
+    assert doc["commands"]["RD"] + doc["commands"]["WR"] + \
+        doc["reads_forwarded_from_write_buffer"] == n
+    assert doc["bandwidth_GBps"] == pytest.approx(n * 32 / doc["time_ns"])
+    assert doc["bandwidth_GBps"] <= doc["peak_bandwidth_GBps"]
+    assert doc["energy_pJ"] == pytest.approx(n * 32 * 8 * 7.5)
+    code, text, _ = run_dram(capsys, str(trace), "--hardware", str(VALIDATION))
+    assert f"{doc['cycles']:,} CK cycles" in text and "GB/s" in text
+
+
+def test_validation_file_resolves_by_repo_path(capsys, tmp_path, monkeypatch):
+    trace = write_trace(tmp_path / "t.trace", np.arange(100, dtype=np.uint64) * 32,
+                        np.zeros(100, np.int64))
+    monkeypatch.chdir(tmp_path)  # outside the checkout: the shipped copy answers
+    code, out, _ = run_dram(capsys, str(trace), "--hardware",
+                            "hardware/validation/ramulator2-gddr6-8ch.json", "--json")
+    assert code == 0 and json.loads(out)["hardware"] == "ramulator2-gddr6-8ch"
+
+
+def test_parser_reads_comments_cases_crlf_and_a_missing_final_newline(tmp_path):
+    path = tmp_path / "t.trace"
+    path.write_bytes(b"# a comment\n\n0x40 READ 0\r\n0X80 write 5\n  0xFF0 Read 7")
+    blocks = list(read_blocks(path))
+    addr = np.concatenate([b.address for b in blocks])
+    assert addr.tolist() == [0x40, 0x80, 0xFF0]
+    assert np.concatenate([b.is_write for b in blocks]).tolist() == [0, 1, 0]
+    assert np.concatenate([b.cycle for b in blocks]).tolist() == [0, 5, 7]
+    assert np.concatenate([b.line for b in blocks]).tolist() == [3, 4, 5]
+
+
+def test_parser_streams_in_blocks(tmp_path):
+    n = 10_000
+    path = write_trace(tmp_path / "t.trace", np.arange(n, dtype=np.uint64) * 32,
+                       np.zeros(n, np.int64))
+    blocks = list(read_blocks(path, block_bytes=4096))
+    assert len(blocks) > 10
+    assert np.array_equal(np.concatenate([b.address for b in blocks]),
+                          np.arange(n, dtype=np.uint64) * 32)
+    assert np.concatenate([b.line for b in blocks])[-1] == n
+
+
+@pytest.mark.parametrize("line", ["0x40 READ", "40 READ 0", "0x40 FETCH 0", "0xZZ READ 0",
+                                  "0x40 READ 0 extra", "0x40 READ -1"])
+def test_malformed_line_names_file_and_line(capsys, tmp_path, line):
+    path = tmp_path / "bad.trace"
+    path.write_text(f"0x0 READ 0\n0x20 WRITE 0\n{line}\n0x60 READ 0\n")
+    code, out, err = run_dram(capsys, str(path), "--hardware", str(VALIDATION))
+    assert code == 2 and out == ""
+    assert f"{path}:3:" in err and "expected '0x<hex address> READ|WRITE <cycle>'" in err
+
+
+def test_address_beyond_capacity(capsys, tmp_path):
+    path = tmp_path / "far.trace"
+    path.write_text("0x0 READ 0\n0x100000000 READ 0\n")   # 4 GiB: one past the last byte
+    code, _, err = run_dram(capsys, str(path), "--hardware", str(VALIDATION))
+    assert code == 2 and f"{path}:2:" in err and "beyond the capacity" in err
+
+
+@pytest.mark.parametrize("edit, path, words", [
+    (lambda d: d["memory"]["timing"]["cycles_ck"].update(nRC=80), "cycles_ck.nRC",
+     "nRC >= nRAS + nRP"),
+    (lambda d: d["memory"].update(data_rate_gbps=0), "$.memory.data_rate_gbps", "> 0"),
+    (lambda d: d["memory"]["controller"].update(scheduler="lifo"),
+     "$.memory.controller.scheduler", "expected one of"),
+    (lambda d: d["memory"]["controller"].update(write_low_watermark=0.9),
+     "$.memory.controller.write_low_watermark", "write_low_watermark < write_high_watermark"),
+])
+def test_impossible_memory_system(capsys, tmp_path, edit, path, words):
+    doc = load_doc(VALIDATION)
+    edit(doc)
+    bad = tmp_path / "ramulator2-gddr6-8ch.json"
+    bad.write_text(json.dumps(doc))
+    trace = tmp_path / "t.trace"
+    trace.write_text("0x0 READ 0\n")
+    code, _, err = run_dram(capsys, str(trace), "--hardware", str(bad))
+    assert code == 2 and path in err and words in err
+
+
+def test_missing_trace_and_hbm_hardware(capsys, tmp_path):
+    code, _, err = run_dram(capsys, str(tmp_path / "none.trace"), "--hardware", str(VALIDATION))
+    assert code == 2 and "file not found" in err
+    trace = tmp_path / "t.trace"
+    trace.write_text("0x0 READ 0\n")
+    code, _, err = run_dram(capsys, str(trace), "--hardware", "h100-sxm")
+    assert code == 2 and "GDDR6" in err and str(REPO / "hardware") in err
