@@ -22,17 +22,16 @@ from numba import njit
 
 # buffer kinds
 RBUF, WBUF, ABUF = 0, 1, 2
-# request fields; CMD/LOCAL cache the next command and its bank-group/bank-scope earliest cycle,
-# valid while VER equals the bank group's version (bumped by every command issued there)
-F_ID, F_ADDR, F_BG, F_BANK, F_ROW, F_WRITE, F_ARRIVE, F_STAT, F_CMD, F_LOCAL, F_VER = range(11)
-N_FIELDS = 11
+# request fields
+F_ID, F_ADDR, F_BG, F_BANK, F_ROW, F_WRITE, F_ARRIVE, F_STAT = range(8)
+N_FIELDS = 8
 # scalar state slots (int64)
-S_CLK, S_POS, S_SEQ, S_DONE_READS, S_DONE_WRITES, S_LAST_DONE, S_LOG_N, S_FORWARDED = range(8)
+S_CLK, S_POS, S_QUEUED, S_DONE_READS, S_DONE_WRITES, S_LAST_DONE, S_LOG_N, S_FORWARDED = range(8)
 N_SCALARS = 8
 # per-channel counters
 C_HIT, C_MISS, C_CONFLICT, C_BUSY, C_RW_SWITCH, C_WR_MODE, C_NEXT_REF, C_REF_BANK = range(8)
-C_LAST_COL, C_PENDING_REF, C_NEXT_TRY, C_SEEN_REF_BANK = 8, 9, 10, 11
-N_CHANNEL_COUNTERS = 12
+C_LAST_COL, C_PENDING_REF, C_NEXT_TRY = 8, 9, 10
+N_CHANNEL_COUNTERS = 11
 # commands (kept in step with commands.py by tests)
 ACT, PRE, PREA, RD, WR, RDA, WRA, REFAB, REFPB = range(9)
 N_CMD = 9
@@ -55,21 +54,8 @@ def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
     return t
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def _preq(open_row, ch, bank, row, is_write, ref_bank):
-    """The command a request needs next: column if its row is open, else ACT or PRE."""
-    cur = open_row[ch, bank]
-    if cur == row:
-        return WR if is_write else RD
-    if cur < 0:
-        if bank == ref_bank:
-            return -1  # its bank waits for a per-bank refresh
-        return ACT
-    return PRE
-
-
 @njit(cache=True, error_model="numpy")
-def _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_count, ver,
+def _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_count,
            ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group, n_banks):
     for k in range(n_rules_by_prev[cmd]):
         level = rules_by_prev[cmd, k, 0]
@@ -96,11 +82,6 @@ def _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_c
         for b in range(n_banks):
             open_row[ch, b] = -1
     cmd_count[ch, cmd] += 1
-    if bg >= 0:
-        ver[ch, bg] += 1
-    else:
-        for g in range(ver.shape[1]):
-            ver[ch, g] += 1
     n = scal[S_LOG_N]
     if n < log_cap:
         log[n, 0] = clk
@@ -152,72 +133,89 @@ def _active_blocks(bufs, counts, ch, bank):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _channel_ready(rch, faw, ch, chan_t, n_faw):
-    """Channel-scope earliest cycle of every command (the nFAW window included)."""
-    f = faw[ch, (faw[ch, 4] & 3)] + n_faw
-    for c in range(N_CMD):
-        chan_t[c] = rch[ch, c]
-    if f > chan_t[ACT]:
-        chan_t[ACT] = f
-    if f > chan_t[REFPB]:
-        chan_t[REFPB] = f
+def _next_command(open_row, ch, bank, row, is_write, ref_bank):
+    """The command a request needs next: column if its row is open, else ACT or PRE."""
+    cur = open_row[ch, bank]
+    if cur == row:
+        return WR if is_write else RD
+    if cur >= 0:
+        return PRE
+    if bank == ref_bank:
+        return -1  # its bank waits for a per-bank refresh
+    return ACT
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _best(bufs, counts, ch, kind, open_row, rbg, rbank, ver, chan_t, clk, fcfs, ordered,
-          ref_bank):
-    """FR-FCFS (or FCFS) over one buffer: (index, command, ready?, earliest ready cycle).
+def _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank):
+    """The latest of the command's channel, bank-group and bank bounds (and nFAW for ACT)."""
+    if cmd < 0:
+        return INF
+    t = rch[ch, cmd]
+    x = rbg[ch, bg, cmd]
+    if x > t:
+        t = x
+    x = rbank[ch, bank, cmd]
+    if x > t:
+        t = x
+    if cmd == ACT and faw_t > t:
+        t = faw_t
+    return t
 
-    An entry's earliest cycle is max(its cached bank-group/bank-scope bound, the channel-scope
-    bound of its command); the cache is refreshed only when its bank group saw a command."""
-    n = counts[ch, kind]
-    best = -1
-    best_cmd = -1
-    best_ready = False
-    best_arrive = INF
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _first_ready(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_bank):
+    """FR-FCFS over a read or write buffer, whose order is age order: the first request whose
+    next command is ready. Returns (index or -1, command, earliest ready cycle seen)."""
+    is_write = kind == WBUF
     earliest = INF
-    for i in range(n):
-        bg = bufs[ch, kind, i, F_BG]
-        if bufs[ch, kind, i, F_VER] != ver[ch, bg]:
-            bank = bufs[ch, kind, i, F_BANK]
-            cmd = _preq(open_row, ch, bank, bufs[ch, kind, i, F_ROW],
-                        bufs[ch, kind, i, F_WRITE] == 1, ref_bank)
-            if cmd < 0:
-                local = INF
-            else:
-                local = rbg[ch, bg, cmd]
-                if rbank[ch, bank, cmd] > local:
-                    local = rbank[ch, bank, cmd]
-            bufs[ch, kind, i, F_CMD] = cmd
-            bufs[ch, kind, i, F_LOCAL] = local
-            bufs[ch, kind, i, F_VER] = ver[ch, bg]
-        else:
-            cmd = bufs[ch, kind, i, F_CMD]
-            local = bufs[ch, kind, i, F_LOCAL]
-        t = local
-        if cmd >= 0 and chan_t[cmd] > t:
-            t = chan_t[cmd]
+    last_bank = -1
+    last_row = -1
+    for i in range(counts[ch, kind]):
+        bank = bufs[ch, kind, i, F_BANK]
+        row = bufs[ch, kind, i, F_ROW]
+        if bank == last_bank and row == last_row:
+            continue  # same row as the request before it: same command, not ready either
+        cmd = _next_command(open_row, ch, bank, row, is_write, ref_bank)
+        t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bufs[ch, kind, i, F_BG], bank)
+        if t <= clk:
+            return i, cmd, t
         if t < earliest:
             earliest = t
-        ready = t <= clk
-        arrive = bufs[ch, kind, i, F_ARRIVE]
-        if fcfs:
-            if i == 0:
-                return i, cmd, ready, earliest if ready else t
+        last_bank = bank
+        last_row = row
+    return -1, -1, earliest
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _oldest(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_bank, ready_only):
+    """The oldest request of a buffer (FCFS), or the oldest ready one (FR-FCFS, any order).
+    Returns (index or -1, command, ready?, earliest ready cycle seen)."""
+    best = -1
+    best_cmd = -1
+    best_t = INF
+    best_arrive = INF
+    earliest = INF
+    for i in range(counts[ch, kind]):
+        bank = bufs[ch, kind, i, F_BANK]
+        cmd = _next_command(open_row, ch, bank, bufs[ch, kind, i, F_ROW],
+                            bufs[ch, kind, i, F_WRITE] == 1, ref_bank)
+        t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bufs[ch, kind, i, F_BG], bank)
+        if t < earliest:
+            earliest = t
+        if ready_only and t > clk:
             continue
-        if best < 0 or (ready and not best_ready) or (ready == best_ready and arrive < best_arrive):
+        arrive = bufs[ch, kind, i, F_ARRIVE]
+        if arrive < best_arrive:
             best = i
             best_cmd = cmd
-            best_ready = ready
+            best_t = t
             best_arrive = arrive
-            if ready and ordered:
-                break  # insertion order is age order: the first ready request is the best
-    return best, best_cmd, best_ready, earliest
+    return best, best_cmd, best_t <= clk, earliest
 
 
 @njit(cache=True, error_model="numpy")
 def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, bank_cols,
-        lat_hist, rules_by_prev, n_rules_by_prev, log, ver, chan_t,
+        lat_hist, rules_by_prev, n_rules_by_prev, log,
         req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, req_id, n_req,
         final, completion,
         caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh,
@@ -240,11 +238,7 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
             ref_bank = -1
             if per_bank_refresh and chan[ch, C_PENDING_REF] > 0:
                 ref_bank = chan[ch, C_REF_BANK]
-            if ref_bank != chan[ch, C_SEEN_REF_BANK]:  # cached next commands depend on it
-                chan[ch, C_SEEN_REF_BANK] = ref_bank
-                for g in range(ver.shape[1]):
-                    ver[ch, g] += 1
-            _channel_ready(rch, faw, ch, chan_t, n_faw)
+            faw_t = faw[ch, faw[ch, 4] & 3] + n_faw  # the fifth ACT waits for the window
             issued = False
             earliest = chan[ch, C_NEXT_REF]
             found = False
@@ -253,8 +247,8 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
             cmd = -1
             # 1. the active buffer
             if counts[ch, ABUF] > 0:
-                idx, cmd, ready, e = _best(bufs, counts, ch, ABUF, open_row, rbg, rbank, ver,
-                                           chan_t, clk, fcfs, False, ref_bank)
+                idx, cmd, ready, e = _oldest(bufs, counts, ch, ABUF, open_row, rch, rbg, rbank,
+                                             faw_t, clk, ref_bank, not fcfs)
                 if e < earliest:
                     earliest = e
                 if ready:
@@ -269,7 +263,7 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                     t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, rb // banks_per_group, rb, n_faw)
                     if t <= clk and not (rcmd == PRE and _active_blocks(bufs, counts, ch, rb)):
                         _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row,
-                               cmd_count, ver, ch, rcmd, rb // banks_per_group, rb, -1, clk, log,
+                               cmd_count, ch, rcmd, rb // banks_per_group, rb, -1, clk, log,
                                scal, log_cap, banks_per_group, n_banks)
                         issued = True
                         if rcmd == REFPB:
@@ -287,7 +281,7 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                     t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, -1, -1, n_faw)
                     if t <= clk and not (rcmd == PREA and _active_blocks(bufs, counts, ch, -1)):
                         _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row,
-                               cmd_count, ver, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap,
+                               cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap,
                                banks_per_group, n_banks)
                         issued = True
                         if rcmd == REFAB:
@@ -308,8 +302,13 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                         chan[ch, C_WR_MODE] = 0
                 k = WBUF if chan[ch, C_WR_MODE] == 1 else RBUF
                 if counts[ch, k] > 0:
-                    idx, cmd, ready, e = _best(bufs, counts, ch, k, open_row, rbg, rbank, ver,
-                                               chan_t, clk, fcfs, True, ref_bank)
+                    if fcfs:
+                        idx, cmd, ready, e = _oldest(bufs, counts, ch, k, open_row, rch, rbg,
+                                                     rbank, faw_t, clk, ref_bank, False)
+                    else:
+                        idx, cmd, e = _first_ready(bufs, counts, ch, k, open_row, rch, rbg,
+                                                   rbank, faw_t, clk, ref_bank)
+                        ready = idx >= 0
                     if e < earliest:
                         earliest = e
                     if ready:
@@ -336,7 +335,7 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                                                                  kind, idx):
                     cmd = RDA if cmd == RD else WRA
                 _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_count,
-                       ver, ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group,
+                       ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group,
                        n_banks)
                 issued = True
                 if final_cmd:
@@ -360,6 +359,7 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                     if rid >= 0 and rid < completion.shape[0]:
                         completion[rid] = done
                     _remove(bufs, counts, ch, kind, idx)
+                    scal[S_QUEUED] -= 1
                 elif cmd == ACT and kind != ABUF and counts[ch, ABUF] < caps[ABUF]:
                     _append(bufs, counts, ch, ABUF, bufs, ch, kind, idx)
                     _remove(bufs, counts, ch, kind, idx)
@@ -406,16 +406,14 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
             bufs[ch, k, n, F_WRITE] = is_w
             bufs[ch, k, n, F_ARRIVE] = clk
             bufs[ch, k, n, F_STAT] = 0
-            bufs[ch, k, n, F_VER] = -1
             counts[ch, k] = n + 1
+            scal[S_QUEUED] += 1
             if chan[ch, C_NEXT_TRY] > clk + 1:
                 chan[ch, C_NEXT_TRY] = clk + 1
             pos += 1
         scal[S_POS] = pos
         # ---- done? next cycle with something to do ---------------------------------------------
-        queued = 0
-        for ch in range(n_ch):
-            queued += counts[ch, RBUF] + counts[ch, WBUF] + counts[ch, ABUF]
+        queued = scal[S_QUEUED]
         if pos >= n_req:
             if not final:
                 scal[S_CLK] = clk

@@ -136,9 +136,6 @@ class MemorySystem:
         per_bank = controller.refresh == "per_bank"
         self._chan[:, E.C_NEXT_REF] = timing.nREFI // 16 if per_bank else timing.nREFI
         self._chan[:, E.C_LAST_COL] = -1
-        self._chan[:, E.C_SEEN_REF_BANK] = -1
-        self._ver = np.zeros((n_ch, org.bank_groups), np.int64)
-        self._chan_t = np.zeros(E.N_CMD, np.int64)
         self._rch = np.zeros((n_ch, E.N_CMD), np.int64)
         self._rbg = np.zeros((n_ch, org.bank_groups, E.N_CMD), np.int64)
         self._rbank = np.zeros((n_ch, n_banks, E.N_CMD), np.int64)
@@ -211,7 +208,7 @@ class MemorySystem:
         c = self.controller
         E.run(self._bufs, self._counts, self._scal, self._chan, self._rch, self._rbg, self._rbank,
               self._faw, self._open_row, self._cmd_count, self._bank_cols, self._lat_hist,
-              self._rules, self._n_rules, self._log, self._ver, self._chan_t,
+              self._rules, self._n_rules, self._log,
               addresses.view(np.int64), is_write, arrival, f["channel"], f["bankgroup"], bank,
               f["row"], ids, n, final, completion,
               self._caps, c.write_high_watermark, c.write_low_watermark, c.scheduler == "fcfs",
