@@ -9,7 +9,6 @@ import sys
 from simulator.config.hardware import hardware_names, load_hardware
 from simulator.config.workload import load_workload, workload_names
 from simulator.errors import InputError
-from simulator.report.text import table
 from simulator.units import GiB, fmt_bytes, fmt_flops
 
 EXIT_BAD_INPUT = 2
@@ -35,6 +34,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_hardware_list(args: argparse.Namespace) -> int:
     from simulator.report.json_report import hardware_doc
+    from simulator.report.text import table
 
     hws = [load_hardware(n) for n in hardware_names()]
     if args.json:
@@ -71,6 +71,7 @@ def cmd_hardware_show(args: argparse.Namespace) -> int:
 
 
 def cmd_workloads_list(args: argparse.Namespace) -> int:
+    from simulator.report.text import table
     from simulator.workload.generate import build_trace
 
     rows = [["name", "model", "parameters", "dtype", "optimizer", "step FLOPs"]]
