@@ -170,19 +170,28 @@ def _first_ready(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, 
     earliest = INF
     last_bank = -1
     last_row = -1
+    # banks already found not ready for a row other than their open one: another request to
+    # such a bank that also misses its open row needs the same command, and waits as long
+    miss_seen = 0
     for i in range(counts[ch, kind]):
         bank = bufs[ch, kind, i, F_BANK]
         row = bufs[ch, kind, i, F_ROW]
         if bank == last_bank and row == last_row:
             continue  # same row as the request before it: same command, not ready either
+        last_bank = bank
+        last_row = row
+        cur = open_row[ch, bank]
+        bit = np.int64(1) << bank
+        if cur != row and (miss_seen & bit) != 0:
+            continue
         cmd = _next_command(open_row, ch, bank, row, is_write, ref_bank)
         t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bufs[ch, kind, i, F_BG], bank)
         if t <= clk:
             return i, cmd, t
         if t < earliest:
             earliest = t
-        last_bank = bank
-        last_row = row
+        if cur != row:
+            miss_seen |= bit
     return -1, -1, earliest
 
 
