@@ -36,6 +36,7 @@ N_CHANNEL_COUNTERS = 11
 ACT, PRE, PREA, RD, WR, RDA, WRA, REFAB, REFPB = range(9)
 N_CMD = 9
 INF = np.int64(1) << np.int64(62)
+NO_RULE = -(np.int64(1) << np.int64(40))  # a latency that never binds
 LAT_BINS = 1 << 16
 
 
@@ -55,21 +56,18 @@ def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
 
 
 @njit(cache=True, error_model="numpy")
-def _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_count,
+def _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
            ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group, n_banks):
-    for k in range(n_rules_by_prev[cmd]):
-        level = rules_by_prev[cmd, k, 0]
-        nxt = rules_by_prev[cmd, k, 1]
-        t = clk + rules_by_prev[cmd, k, 2]
-        if level == 0:
-            if t > rch[ch, nxt]:
-                rch[ch, nxt] = t
-        elif level == 1:
-            if bg >= 0 and t > rbg[ch, bg, nxt]:
-                rbg[ch, bg, nxt] = t
-        else:
-            if bank >= 0 and t > rbank[ch, bank, nxt]:
-                rbank[ch, bank, nxt] = t
+    """Issue a command: raise the earliest cycle of every later command by the timing rules
+    (rule_lat[level, cmd, next], NO_RULE where none applies), then update the bank state."""
+    for nxt in range(N_CMD):
+        rch[ch, nxt] = max(rch[ch, nxt], clk + rule_lat[0, cmd, nxt])
+    if bg >= 0:
+        for nxt in range(N_CMD):
+            rbg[ch, bg, nxt] = max(rbg[ch, bg, nxt], clk + rule_lat[1, cmd, nxt])
+    if bank >= 0:
+        for nxt in range(N_CMD):
+            rbank[ch, bank, nxt] = max(rbank[ch, bank, nxt], clk + rule_lat[2, cmd, nxt])
     if cmd == ACT or cmd == REFPB:
         slot = faw[ch, 4] & 3
         faw[ch, slot] = clk
@@ -224,7 +222,7 @@ def _oldest(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_b
 
 @njit(cache=True, error_model="numpy")
 def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, bank_cols,
-        lat_hist, rules_by_prev, n_rules_by_prev, log,
+        lat_hist, rule_lat, log,
         req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, req_id, n_req,
         final, completion,
         caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh,
@@ -271,7 +269,7 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                     rcmd = PRE if open_row[ch, rb] >= 0 else REFPB
                     t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, rb // banks_per_group, rb, n_faw)
                     if t <= clk and not (rcmd == PRE and _active_blocks(bufs, counts, ch, rb)):
-                        _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row,
+                        _issue(rule_lat, rch, rbg, rbank, faw, open_row,
                                cmd_count, ch, rcmd, rb // banks_per_group, rb, -1, clk, log,
                                scal, log_cap, banks_per_group, n_banks)
                         issued = True
@@ -289,7 +287,7 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                     rcmd = PREA if any_open else REFAB
                     t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, -1, -1, n_faw)
                     if t <= clk and not (rcmd == PREA and _active_blocks(bufs, counts, ch, -1)):
-                        _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row,
+                        _issue(rule_lat, rch, rbg, rbank, faw, open_row,
                                cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap,
                                banks_per_group, n_banks)
                         issued = True
@@ -343,7 +341,7 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                 if final_cmd and closed_page and not _row_wanted(bufs, counts, ch, bank, row,
                                                                  kind, idx):
                     cmd = RDA if cmd == RD else WRA
-                _issue(rules_by_prev, n_rules_by_prev, rch, rbg, rbank, faw, open_row, cmd_count,
+                _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
                        ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group,
                        n_banks)
                 issued = True

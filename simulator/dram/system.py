@@ -145,14 +145,9 @@ class MemorySystem:
         self._cmd_count = np.zeros((n_ch, E.N_CMD), np.int64)
         self._bank_cols = np.zeros((n_ch, n_banks), np.int64)
         self._lat_hist = np.zeros(E.LAT_BINS, np.int64)
-        rules = C.rules(timing)
-        most = max(sum(1 for r in rules if r.prev == c) for c in range(C.N_COMMANDS))
-        self._rules = np.zeros((C.N_COMMANDS, most, 3), np.int64)
-        self._n_rules = np.zeros(C.N_COMMANDS, np.int64)
-        for r in rules:
-            k = self._n_rules[r.prev]
-            self._rules[r.prev, k] = (r.level, r.next, r.latency)
-            self._n_rules[r.prev] = k + 1
+        self._lat = np.full((3, C.N_COMMANDS, C.N_COMMANDS), E.NO_RULE, np.int64)
+        for r in C.rules(timing):
+            self._lat[r.level, r.prev, r.next] = max(self._lat[r.level, r.prev, r.next], r.latency)
         self._log = np.zeros((log_commands, 6), np.int64)
         self._finished = False
 
@@ -208,7 +203,7 @@ class MemorySystem:
         c = self.controller
         E.run(self._bufs, self._counts, self._scal, self._chan, self._rch, self._rbg, self._rbank,
               self._faw, self._open_row, self._cmd_count, self._bank_cols, self._lat_hist,
-              self._rules, self._n_rules, self._log,
+              self._lat, self._log,
               addresses.view(np.int64), is_write, arrival, f["channel"], f["bankgroup"], bank,
               f["row"], ids, n, final, completion,
               self._caps, c.write_high_watermark, c.write_low_watermark, c.scheduler == "fcfs",
