@@ -7,6 +7,7 @@ with a 1-byte mask, memory-efficient attention), unless the execution options sa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from simulator.workload.builder import TraceBuilder, gather, part
@@ -102,6 +103,20 @@ def embedding(b: TraceBuilder, idx: Tensor, w: Tensor, name: str) -> Tensor:
 
 
 # --- elementwise ----------------------------------------------------------------------------
+def _backward_to_input(b: TraceBuilder, x: Tensor, y: Tensor, name: str, kind: str,
+                       reads: Callable[[Tensor], list]) -> None:
+    """Push the one-kernel backward of y = f(x): it reads `reads(grad(y))`, writes grad(x)."""
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None or not x.requires_grad:
+            return
+        gx = b.new_grad(x)
+        b.op(f"{name}.backward", kind, reads(gy), [gx])
+        b.accumulate(x, gx)
+
+    b.on_backward(backward)
+
+
 def dropout(b: TraceBuilder, x: Tensor, p: float, name: str) -> Tensor:
     """native_dropout on CUDA: output plus a 1-byte keep mask saved for backward."""
     if p <= 0:
@@ -109,48 +124,22 @@ def dropout(b: TraceBuilder, x: Tensor, p: float, name: str) -> Tensor:
     y = b.activation(f"{name}.out", x.shape, x)
     mask = b.activation(f"{name}.mask", x.shape, dtype="bool")
     b.op(name, "elementwise", [x], [y, mask])
-
-    def backward() -> None:
-        gy = b.grad_of(y)
-        if gy is None or not x.requires_grad:
-            return
-        gx = b.new_grad(x)
-        b.op(f"{name}.backward", "elementwise", [gy, mask], [gx])
-        b.accumulate(x, gx)
-
-    b.on_backward(backward)
+    _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy, mask])
     return y
 
 
 def relu(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
     y = b.activation(f"{name}.out", x.shape, x)
     b.op(name, "elementwise", [x], [y])
-
-    def backward() -> None:
-        gy = b.grad_of(y)
-        if gy is None or not x.requires_grad:
-            return
-        gx = b.new_grad(x)
-        b.op(f"{name}.backward", "elementwise", [gy, y], [gx])  # threshold_backward on the output
-        b.accumulate(x, gx)
-
-    b.on_backward(backward)
+    # threshold_backward reads the output
+    _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy, y])
     return y
 
 
 def gelu(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
     y = b.activation(f"{name}.out", x.shape, x)
     b.op(name, "elementwise", [x], [y])
-
-    def backward() -> None:
-        gy = b.grad_of(y)
-        if gy is None or not x.requires_grad:
-            return
-        gx = b.new_grad(x)
-        b.op(f"{name}.backward", "elementwise", [gy, x], [gx])  # gelu_backward on the input
-        b.accumulate(x, gx)
-
-    b.on_backward(backward)
+    _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy, x])  # reads the input
     return y
 
 
@@ -197,16 +186,8 @@ def copy(b: TraceBuilder, x: Tensor, shape: tuple[int, ...], name: str) -> Tenso
     """A permute/transpose made contiguous: reads strided, writes sequential."""
     y = b.activation(f"{name}.out", shape, x)
     b.op(name, "copy", [part(x, x.nbytes, Pattern.STRIDED)], [y])
-
-    def backward() -> None:
-        gy = b.grad_of(y)
-        if gy is None or not x.requires_grad:
-            return
-        gx = b.new_grad(x)
-        b.op(f"{name}.backward", "copy", [part(gy, gy.nbytes, Pattern.STRIDED)], [gx])
-        b.accumulate(x, gx)
-
-    b.on_backward(backward)
+    _backward_to_input(b, x, y, name, "copy",
+                       lambda gy: [part(gy, gy.nbytes, Pattern.STRIDED)])
     return y
 
 
@@ -399,15 +380,6 @@ def max_pool2d(b: TraceBuilder, x: Tensor, kernel: int, stride: int, name: str) 
     y = b.activation(f"{name}.out", (n, c, ho, wo), x)
     idx = b.activation(f"{name}.indices", (n, c, ho, wo), dtype="int64")
     b.op(name, "elementwise", [x], [y, idx])
-
-    def backward() -> None:
-        gy = b.grad_of(y)
-        if gy is None or not x.requires_grad:
-            return
-        gx = b.new_grad(x)
-        # max_pool2d_with_indices_backward: zero-fill, scatter through the indices
-        b.op(f"{name}.backward", "elementwise", [gy, idx], [gx])
-        b.accumulate(x, gx)
-
-    b.on_backward(backward)
+    # max_pool2d_with_indices_backward: zero-fill, scatter through the indices
+    _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy, idx])
     return y
