@@ -91,7 +91,8 @@ def test_schema_enums_match_generators():
     wl = schema("workload")
     assert set(wl["properties"]["model"]["properties"]["type"]["enum"]) == {
         "encoder_decoder_transformer", "sequential_cnn"}
-    assert set(wl["$defs"]["optimizer"]["properties"]["type"]["enum"]) == {"sgd", "adam", "adamw"}
+    assert set(wl["$defs"]["optimizer"]["properties"]["type"]["enum"]) == {
+        "sgd", "adam", "adamw", "adamax", "rmsprop", "adagrad"}
 
 
 def test_half_precision_halves_bytes_and_uses_tensor_cores():

@@ -137,7 +137,7 @@ def test_cnn_peak_live(cnn):
 
 @pytest.mark.parametrize("name", ["transformer", "cnn"])
 @pytest.mark.parametrize("impl", ["for_loop", "foreach", "fused"])
-@pytest.mark.parametrize("opt", ["adam", "adamw", "sgd"])
+@pytest.mark.parametrize("opt", ["adam", "adamw", "sgd", "adamax", "rmsprop", "adagrad"])
 def test_every_optimizer_updates_every_parameter(name, impl, opt):
     trace = build_trace(variant(name, optimizer={"type": opt, "implementation": impl}))
     written = {a.tensor.id for op in trace.ops_in(Phase.OPTIMIZER) for a in op.writes}
@@ -145,3 +145,40 @@ def test_every_optimizer_updates_every_parameter(name, impl, opt):
     grads = {a.tensor.id for op in trace.ops_in(Phase.BACKWARD) for a in op.writes
              if a.tensor.category is Category.GRADIENT}
     assert len(grads) == len(trace.parameters)  # one .grad per parameter
+
+
+# optimizer state per parameter byte, PyTorch defaults (reference: workloads.md)
+STATE_RATIO = [
+    ({"type": "sgd", "momentum": 0.0}, 0),
+    ({"type": "sgd", "momentum": 0.9}, 1),
+    ({"type": "adam"}, 2),
+    ({"type": "adamw"}, 2),
+    ({"type": "adamax"}, 2),
+    ({"type": "adam", "amsgrad": True}, 3),
+    ({"type": "rmsprop"}, 1),
+    ({"type": "rmsprop", "momentum": 0.9, "centered": True}, 3),
+    ({"type": "adagrad"}, 1),
+]
+
+
+@pytest.mark.parametrize("opt, ratio", STATE_RATIO, ids=[str(o) for o, _ in STATE_RATIO])
+def test_optimizer_state_sizes(opt, ratio):
+    trace = build_trace(variant("cnn", optimizer={**opt, "implementation": "foreach"}))
+    assert trace.optimizer_state_bytes == ratio * trace.parameter_bytes
+    # every state tensor is read and written by the step
+    touched = {a.tensor.id for op in trace.ops_in(Phase.OPTIMIZER) for a in op.reads + op.writes}
+    assert all(t.id in touched for t in trace.optimizer_state)
+
+
+@pytest.mark.parametrize("opt", ["adam", "rmsprop", "adagrad", "adamax"])
+def test_fused_moves_less_than_foreach_which_matches_for_loop(opt):
+    def traffic(impl):
+        trace = build_trace(variant("cnn", optimizer={"type": opt, "implementation": impl}))
+        ops = trace.ops_in(Phase.OPTIMIZER)
+        return sum(o.bytes_moved for o in ops), len(ops)
+
+    fused, n_fused = traffic("fused")
+    foreach, n_foreach = traffic("foreach")
+    loop, n_loop = traffic("for_loop")
+    assert fused < foreach and n_fused <= 2
+    assert loop >= foreach * 0.99 and n_loop == n_foreach * 8  # the cnn has 8 parameters

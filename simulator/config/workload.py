@@ -16,10 +16,13 @@ from simulator.workload.builder import Execution
 class OptimizerSpec:
     type: str
     lr: float = 1e-3
-    momentum: float = 0.0
+    momentum: float = 0.0            # sgd, rmsprop
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.0
+    amsgrad: bool = False            # adam, adamw: keeps max_exp_avg_sq too
+    alpha: float = 0.99              # rmsprop smoothing
+    centered: bool = False           # rmsprop: keeps grad_avg too
     implementation: str = "foreach"  # PyTorch's default on CUDA
 
 
@@ -38,9 +41,16 @@ class WorkloadSpec:
     path: str = ""
 
 
-_OPTIMIZER_KEYS = {"sgd": {"lr", "momentum", "weight_decay", "implementation"},
-                   "adam": {"lr", "betas", "eps", "weight_decay", "implementation"},
-                   "adamw": {"lr", "betas", "eps", "weight_decay", "implementation"}}
+_COMMON = {"lr", "weight_decay", "implementation"}
+_OPTIMIZER_KEYS = {"sgd": _COMMON | {"momentum"},
+                   "adam": _COMMON | {"betas", "eps", "amsgrad"},
+                   "adamw": _COMMON | {"betas", "eps", "amsgrad"},
+                   "adamax": _COMMON | {"betas", "eps"},
+                   "rmsprop": _COMMON | {"alpha", "eps", "momentum", "centered"},
+                   "adagrad": _COMMON | {"eps"}}
+# torch.optim's defaults where they differ from OptimizerSpec's
+_DEFAULTS = {"adamw": {"weight_decay": 0.01}, "adamax": {"lr": 2e-3},
+             "rmsprop": {"lr": 1e-2}, "adagrad": {"lr": 1e-2, "eps": 1e-10}}
 
 
 def _optimizer(raw: dict, file: str) -> OptimizerSpec:
@@ -50,11 +60,9 @@ def _optimizer(raw: dict, file: str) -> OptimizerSpec:
             raise InputError(f"'{key}' does not apply to {kind}; expected one of: "
                              f"{', '.join(sorted(_OPTIMIZER_KEYS[kind]))}",
                              file=file, path=f"$.training.optimizer.{key}")
-    args = {k: v for k, v in raw.items() if k != "type"}
+    args = {**_DEFAULTS.get(kind, {}), **{k: v for k, v in raw.items() if k != "type"}}
     if "betas" in args:
         args["betas"] = tuple(args["betas"])
-    if kind == "adamw" and "weight_decay" not in args:
-        args["weight_decay"] = 0.01  # torch.optim.AdamW's default
     return OptimizerSpec(type=kind, **args)
 
 

@@ -1,129 +1,183 @@
-"""Optimizer steps as PyTorch runs them: state sizes, kernels and the traffic of each.
+"""Optimizer steps as PyTorch's torch.optim runs them on CUDA: state, kernels, traffic.
 
-Implementations follow torch.optim (2.x): `for_loop` is the single-tensor loop, `foreach` the
-multi-tensor path (one kernel per list op, one parameter-sized temporary for Adam's denominator;
-the CUDA default), `fused` one kernel that reads and writes every tensor once. The `step` counters
-of for_loop/foreach live on the host (capturable=False) and cost no device traffic.
+Each optimizer is written once, as the list of kernels its `foreach` path launches (one per
+list op: PyTorch's default on CUDA). `for_loop` (the single-tensor path) runs the same kernels
+parameter by parameter; its Python variable for the last temporary (Adam's `denom`, RMSprop's
+`avg`, Adagrad's `std`) keeps that tensor alive until the next parameter's is assigned, which is
+why the single-tensor loop can hold three parameter-sized temporaries at once. `fused` is one
+kernel that reads every tensor once and writes what it updates (PyTorch ships fused Adam, AdamW,
+SGD and Adagrad; for the others this models what such a kernel would move). The `step` counters
+of for_loop and foreach live on the host (capturable=False) and cost no device traffic; fused
+keeps them on the device and increments them with one more kernel.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from simulator.config.workload import OptimizerSpec
 from simulator.workload.builder import TraceBuilder
 from simulator.workload.trace import Category, Phase, Tensor
 
-
-def _state(b: TraceBuilder, params: list[Tensor], name: str, dtype: str | None = None,
-           shape_of_param: bool = True) -> list[Tensor]:
-    out = []
-    for p in params:
-        shape = p.shape if shape_of_param else ()
-        t = b.tensor(f"{p.name}.{name}", shape, Category.OPTIMIZER_STATE, dtype or p.dtype)
-        b.optimizer_state.append(t)
-        out.append(t)
-    return out
+TMP = "tmp_"  # names of per-parameter temporaries start with this
 
 
-def _list_op(b: TraceBuilder, name: str, reads: list[list[Tensor]], writes: list[list[Tensor]]):
-    """One foreach kernel over parallel lists (each tensor counted once per list)."""
-    r = [t for group in reads for t in group]
-    w = [t for group in writes for t in group]
-    return b.op(name, "optimizer", r, w)
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    reads: tuple[str, ...]   # "param", "grad", a state name, or a temporary (TMP...)
+    writes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Update:
+    state: tuple[str, ...]           # parameter-sized state tensors
+    kernels: tuple[Kernel, ...]
+    held: str | None = None          # the for_loop variable that outlives its parameter
+    step_counter: bool = True
+
+
+def _decay(spec: OptimizerSpec, decoupled: bool) -> tuple[list[Kernel], str]:
+    """Weight decay: AdamW scales the parameters; the others add wd*param to a new gradient."""
+    if not spec.weight_decay:
+        return [], "grad"
+    if decoupled:
+        return [Kernel("decay_params", ("param",), ("param",))], "grad"
+    return [Kernel("grad_plus_decay", ("grad", "param"), (TMP + "grad",))], TMP + "grad"
+
+
+def update_for(spec: OptimizerSpec) -> Update:
+    k = Kernel
+    kind = spec.type
+    if kind == "sgd":
+        ks, g = _decay(spec, decoupled=False)
+        state: tuple[str, ...] = ()
+        if spec.momentum:
+            state = ("momentum_buffer",)
+            ks += [k("momentum_scale", ("momentum_buffer",), ("momentum_buffer",)),
+                   k("momentum_add_grad", ("momentum_buffer", g), ("momentum_buffer",))]
+            g = "momentum_buffer"
+        ks.append(k("param_update", ("param", g), ("param",)))
+        return Update(state, tuple(ks), step_counter=False)
+    if kind in ("adam", "adamw"):
+        ks, g = _decay(spec, decoupled=kind == "adamw")
+        state = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if spec.amsgrad else ())
+        ks += [k("exp_avg_lerp", ("exp_avg", g), ("exp_avg",)),
+               k("exp_avg_sq_scale", ("exp_avg_sq",), ("exp_avg_sq",)),
+               k("exp_avg_sq_addcmul", ("exp_avg_sq", g), ("exp_avg_sq",))]
+        src = "exp_avg_sq"
+        if spec.amsgrad:
+            ks.append(k("max_exp_avg_sq", ("max_exp_avg_sq", "exp_avg_sq"), ("max_exp_avg_sq",)))
+            src = "max_exp_avg_sq"
+        if spec.implementation == "for_loop":
+            # denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps): two new tensors
+            ks += [k("sqrt", (src,), (TMP + "root",)),
+                   k("div", (TMP + "root",), (TMP + "denom",)),
+                   k("add_eps", (TMP + "denom",), (TMP + "denom",))]
+        else:
+            ks += [k("denom_sqrt", (src,), (TMP + "denom",)),
+                   k("denom_div", (TMP + "denom",), (TMP + "denom",)),
+                   k("denom_add_eps", (TMP + "denom",), (TMP + "denom",))]
+        ks.append(k("param_addcdiv", ("param", "exp_avg", TMP + "denom"), ("param",)))
+        return Update(state, tuple(ks), held=TMP + "denom")
+    if kind == "adamax":
+        ks, g = _decay(spec, decoupled=False)
+        ks += [k("exp_avg_lerp", ("exp_avg", g), ("exp_avg",)),
+               k("exp_inf_scale", ("exp_inf",), ("exp_inf",)),
+               k("grad_abs", (g,), (TMP + "norm",)),
+               k("norm_add_eps", (TMP + "norm",), (TMP + "norm",)),
+               k("exp_inf_maximum", ("exp_inf", TMP + "norm"), ("exp_inf",)),
+               k("param_addcdiv", ("param", "exp_avg", "exp_inf"), ("param",))]
+        return Update(("exp_avg", "exp_inf"), tuple(ks), held=TMP + "norm")
+    if kind == "rmsprop":
+        ks, g = _decay(spec, decoupled=False)
+        state = ("square_avg",)
+        ks += [k("square_avg_scale", ("square_avg",), ("square_avg",)),
+               k("square_avg_addcmul", ("square_avg", g), ("square_avg",))]
+        if spec.centered:
+            state += ("grad_avg",)
+            ks += [k("grad_avg_lerp", ("grad_avg", g), ("grad_avg",)),
+                   k("avg_addcmul", ("square_avg", "grad_avg"), (TMP + "avg",)),
+                   k("avg_sqrt", (TMP + "avg",), (TMP + "avg",))]
+        else:
+            ks.append(k("avg_sqrt", ("square_avg",), (TMP + "avg",)))
+        ks.append(k("avg_add_eps", (TMP + "avg",), (TMP + "avg",)))
+        if spec.momentum:
+            state += ("momentum_buffer",)
+            ks += [k("buf_scale", ("momentum_buffer",), ("momentum_buffer",)),
+                   k("buf_addcdiv", ("momentum_buffer", g, TMP + "avg"), ("momentum_buffer",)),
+                   k("param_update", ("param", "momentum_buffer"), ("param",))]
+        else:
+            ks.append(k("param_addcdiv", ("param", g, TMP + "avg"), ("param",)))
+        return Update(state, tuple(ks), held=TMP + "avg")
+    if kind == "adagrad":
+        ks, g = _decay(spec, decoupled=False)
+        ks += [k("sum_addcmul", ("sum", g), ("sum",)),
+               k("std_sqrt", ("sum",), (TMP + "std",)),
+               k("std_add_eps", (TMP + "std",), (TMP + "std",)),
+               k("param_addcdiv", ("param", g, TMP + "std"), ("param",))]
+        return Update(("sum",), tuple(ks), held=TMP + "std")
+    raise ValueError(f"unknown optimizer {kind}")  # the schema's enum is tested against this
 
 
 def step(b: TraceBuilder, spec: OptimizerSpec) -> None:
+    """Append the optimizer phase to the trace."""
     b.phase = Phase.OPTIMIZER
     params = list(b.parameters)
     grads = [b.param_grad(p) for p in params]
-    if spec.type in ("adam", "adamw"):
-        _adam(b, spec, params, grads)
-    elif spec.type == "sgd":
-        _sgd(b, spec, params, grads)
-    else:  # the schema's enum and this dispatch are kept in step by tests
-        raise ValueError(f"unknown optimizer {spec.type}")
-
-
-def _adam(b: TraceBuilder, spec: OptimizerSpec, params: list[Tensor], grads: list[Tensor]) -> None:
-    exp_avg = _state(b, params, "exp_avg")
-    exp_avg_sq = _state(b, params, "exp_avg_sq")
-    decoupled = spec.type == "adamw"
-    wd = spec.weight_decay
+    rule = update_for(spec)
+    state = {name: [_state_tensor(b, p, name) for p in params] for name in rule.state}
+    lists = {"param": params, "grad": grads, **state}
     name = spec.type
     if spec.implementation == "fused":
-        steps = _state(b, params, "step", "fp32", shape_of_param=False)
-        _list_op(b, f"{name}.step_increment", [steps], [steps])  # _foreach_add_(steps, 1)
-        # _fused_adam_: reads every tensor once and stores what it updates; the gradients are
-        # stored back only when a grad scaler is active (PyTorch's op schema marks them mutable)
-        _list_op(b, f"{name}.fused_step", [params, grads, exp_avg, exp_avg_sq, steps],
-                 [params, exp_avg, exp_avg_sq])
+        reads = [params, grads] + [state[s] for s in rule.state]
+        writes = [params] + [state[s] for s in rule.state]
+        if rule.step_counter:
+            steps = [_state_tensor(b, p, "step", shape=(), dtype="fp32") for p in params]
+            b.op(f"{name}.step_increment", "optimizer", steps, steps)  # _foreach_add_(steps, 1)
+            reads.append(steps)
+        # gradients are stored back only under a grad scaler (PyTorch's schema marks them
+        # mutable); the kernel reads each tensor once and writes what it updates
+        b.op(f"{name}.fused_step", "optimizer", [t for group in reads for t in group],
+             [t for group in writes for t in group])
         return
     if spec.implementation == "foreach":
-        if wd and decoupled:
-            _list_op(b, f"{name}.decay_params", [params], [params])        # _foreach_mul_
-        elif wd:
-            decayed = [b.temporary(f"{g.name}.decayed", g.shape, g.dtype) for g in grads]
-            _list_op(b, f"{name}.grad_plus_decay", [grads, params], [decayed])  # _foreach_add
-            grads = decayed
-        _list_op(b, f"{name}.exp_avg_lerp", [exp_avg, grads], [exp_avg])          # _foreach_lerp_
-        _list_op(b, f"{name}.exp_avg_sq_scale", [exp_avg_sq], [exp_avg_sq])       # _foreach_mul_
-        _list_op(b, f"{name}.exp_avg_sq_addcmul", [exp_avg_sq, grads], [exp_avg_sq])
-        denom = [b.temporary(f"{p.name}.denom", p.shape, p.dtype) for p in params]
-        _list_op(b, f"{name}.denom_sqrt", [exp_avg_sq], [denom])                  # _foreach_sqrt
-        _list_op(b, f"{name}.denom_div", [denom], [denom])                        # _foreach_div_
-        _list_op(b, f"{name}.denom_add_eps", [denom], [denom])                    # _foreach_add_
-        # _foreach_addcdiv_
-        _list_op(b, f"{name}.param_addcdiv", [params, exp_avg, denom], [params])
+        temps: dict[str, list[Tensor]] = {}
+        for kern in rule.kernels:
+            for out in kern.writes:
+                if out.startswith(TMP) and out not in temps:
+                    temps[out] = [b.temporary(f"{p.name}.{out[len(TMP):]}", p.shape, p.dtype)
+                                  for p in params]
+            get = {**lists, **temps}
+            b.op(f"{name}.{kern.name}", "optimizer",
+                 [t for n in kern.reads for t in get[n]], [t for n in kern.writes for t in get[n]])
         return
-    # for_loop: the single-tensor loop; `denom` stays referenced until the next parameter's
-    # denom is assigned, so three parameter-sized temporaries can be live at once.
-    previous_denom: Tensor | None = None
-    for p, g, m, v in zip(params, grads, exp_avg, exp_avg_sq, strict=True):
-        if wd and decoupled:
-            b.op(f"{name}.{p.name}.decay", "optimizer", [p], [p])
-        elif wd:
-            gd = b.temporary(f"{g.name}.decayed", g.shape, g.dtype)
-            b.op(f"{name}.{p.name}.grad_plus_decay", "optimizer", [g, p], [gd])
-            g = gd
-        b.op(f"{name}.{p.name}.exp_avg_lerp", "optimizer", [m, g], [m])
-        b.op(f"{name}.{p.name}.exp_avg_sq_scale", "optimizer", [v], [v])
-        b.op(f"{name}.{p.name}.exp_avg_sq_addcmul", "optimizer", [v, g], [v])
-        root = b.temporary(f"{p.name}.sqrt", p.shape, p.dtype)
-        b.op(f"{name}.{p.name}.sqrt", "optimizer", [v], [root])
-        denom = b.temporary(f"{p.name}.denom", p.shape, p.dtype)
-        b.op(f"{name}.{p.name}.div", "optimizer", [root], [denom])
-        assign = b.op(f"{name}.{p.name}.add_eps", "optimizer", [denom], [denom])
-        if previous_denom is not None:
-            b.release_at(previous_denom, assign.index)
-        previous_denom = denom
-        b.op(f"{name}.{p.name}.addcdiv", "optimizer", [p, m, denom], [p])
-    if previous_denom is not None:
-        b.release_at(previous_denom, len(b.ops) - 1)
+    held_previous: Tensor | None = None
+    for i, p in enumerate(params):
+        temps1: dict[str, Tensor] = {}
+        for kern in rule.kernels:
+            for out in kern.writes:
+                if out.startswith(TMP) and out not in temps1:
+                    temps1[out] = b.temporary(f"{p.name}.{out[len(TMP):]}", p.shape, p.dtype)
+
+            def get(n: str, i: int = i, temps1: dict = temps1) -> Tensor:
+                return temps1[n] if n in temps1 else lists[n][i]
+
+            op = b.op(f"{name}.{p.name}.{kern.name}", "optimizer", [get(n) for n in kern.reads],
+                      [get(n) for n in kern.writes])
+            if rule.held in kern.writes and rule.held in kern.reads and held_previous:
+                b.release_at(held_previous, op.index)  # the variable is reassigned here
+                held_previous = None
+        if rule.held in temps1:
+            if held_previous is not None:
+                b.release_at(held_previous, len(b.ops) - 1)
+            held_previous = temps1[rule.held]
+    if held_previous is not None:
+        b.release_at(held_previous, len(b.ops) - 1)
 
 
-def _sgd(b: TraceBuilder, spec: OptimizerSpec, params: list[Tensor], grads: list[Tensor]) -> None:
-    wd = spec.weight_decay
-    bufs = _state(b, params, "momentum_buffer") if spec.momentum else []
-    if spec.implementation == "fused":
-        reads = [params, grads] + ([bufs] if bufs else [])
-        _list_op(b, "sgd.fused_step", reads, [params] + ([bufs] if bufs else []))
-        return
-    if spec.implementation == "foreach":
-        if wd:
-            decayed = [b.temporary(f"{g.name}.decayed", g.shape, g.dtype) for g in grads]
-            _list_op(b, "sgd.grad_plus_decay", [grads, params], [decayed])
-            grads = decayed
-        if bufs:
-            _list_op(b, "sgd.momentum_scale", [bufs], [bufs])             # _foreach_mul_
-            _list_op(b, "sgd.momentum_add_grad", [bufs, grads], [bufs])   # _foreach_add_
-            grads = bufs
-        _list_op(b, "sgd.param_update", [params, grads], [params])        # _foreach_add_
-        return
-    for i, (p, g) in enumerate(zip(params, grads, strict=True)):
-        if wd:
-            gd = b.temporary(f"{g.name}.decayed", g.shape, g.dtype)
-            b.op(f"sgd.{p.name}.grad_plus_decay", "optimizer", [g, p], [gd])
-            g = gd
-        if bufs:
-            b.op(f"sgd.{p.name}.momentum", "optimizer", [bufs[i], g], [bufs[i]])
-            g = bufs[i]
-        b.op(f"sgd.{p.name}.update", "optimizer", [p, g], [p])
+def _state_tensor(b: TraceBuilder, p: Tensor, name: str, shape=None, dtype=None) -> Tensor:
+    t = b.tensor(f"{p.name}.{name}", p.shape if shape is None else shape,
+                 Category.OPTIMIZER_STATE, dtype or p.dtype)
+    b.optimizer_state.append(t)
+    return t
