@@ -113,6 +113,19 @@ BAD_WORKLOADS = [
 ]
 
 
+def test_bad_decoder_models(capsys, write_json):
+    base = REPO / "workloads/gpt2-small.json"
+    cases = [(lambda d: d["model"].update(n_head=7), "$.model.n_head", "divide"),
+             (lambda d: d["model"].update(n_kv_head=5), "$.model.n_kv_head", "divide"),
+             (lambda d: d["model"].update(n_layer=0), "$.model.n_layer", "> 0"),
+             (lambda d: d["data"].update(seq_len=2048), "$.data.seq_len", "context"),
+             (lambda d: d["data"].pop("seq_len"), "$.data", "seq_len")]
+    for edit, path, words in cases:
+        bad = write_json(_mutate(base, edit), "bad.json")
+        code, _, err = run_cli(capsys, "run", str(bad))
+        assert code == 2 and f"at {path}" in err and words in err, err
+
+
 @pytest.mark.parametrize("label, edit, path, words", BAD_WORKLOADS,
                          ids=[b[0] for b in BAD_WORKLOADS])
 def test_bad_workload(capsys, write_json, label, edit, path, words):

@@ -182,3 +182,33 @@ def test_fused_moves_less_than_foreach_which_matches_for_loop(opt):
     loop, n_loop = traffic("for_loop")
     assert fused < foreach and n_fused <= 2
     assert loop >= foreach * 0.99 and n_loop == n_foreach * 8  # the cnn has 8 parameters
+
+
+# --- decoder-only transformers: well-known parameter counts and closed-form FLOPs ----------
+def test_gpt2_small():
+    trace = build_trace(load_workload("gpt2-small"))
+    assert trace.parameter_count == 124_439_808           # tied lm_head, learned positions
+    e, v, s, b, layers = 768, 50257, 1024, 4, 12
+    t = b * s
+    per_layer = 24 * e * e * t + 4 * b * s * s * e         # linears + two attention bmm's
+    assert trace.flops(Phase.FORWARD) == layers * per_layer + 2 * v * e * t
+    # backward: twice the linears, 5 bmm-equivalents for the fused attention (recompute)
+    assert trace.flops(Phase.BACKWARD) == layers * (48 * e * e * t + 10 * b * s * s * e) \
+        + 4 * v * e * t
+    assert trace.causal_attention_flops == layers * 7 * 2 * b * s * s * e
+    # the tied embedding gets two gradient contributions, summed into one .grad
+    grads = [t for t in trace.tensors if t.category is Category.GRADIENT]
+    assert len(grads) == len(trace.parameters)
+
+
+def test_llama_7b_and_grouped_query_attention():
+    spec = load_workload("llama-7b")
+    trace = build_trace(spec)
+    assert trace.parameter_count == 6_738_415_616
+    assert trace.parameter_bytes == 2 * 6_738_415_616      # bf16
+    gqa = dataclasses.replace(spec, model={**spec.model, "n_kv_head": 8})
+    g = build_trace(gqa)
+    # k and v projections shrink from 4096x4096 to 4096x1024 in each of 32 layers
+    assert trace.parameter_count - g.parameter_count == 32 * 2 * 4096 * (4096 - 1024)
+    assert any(op.name.endswith("repeat_k") for op in g.ops)
+    assert g.flops(Phase.FORWARD) < trace.flops(Phase.FORWARD)

@@ -34,6 +34,7 @@ class WorkloadSpec:
     batch_size: int
     src_seq_len: int | None
     tgt_seq_len: int | None
+    seq_len: int | None
     dtype: str
     loss: str
     optimizer: OptimizerSpec
@@ -74,7 +75,8 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
     return WorkloadSpec(
         name=raw["name"], description=raw.get("description", ""), model=raw["model"],
         batch_size=data["batch_size"], src_seq_len=data.get("src_seq_len"),
-        tgt_seq_len=data.get("tgt_seq_len"), dtype=training["dtype"], loss=training["loss"],
+        tgt_seq_len=data.get("tgt_seq_len"), seq_len=data.get("seq_len"),
+        dtype=training["dtype"], loss=training["loss"],
         optimizer=_optimizer(training["optimizer"], file),
         execution=Execution(**training.get("execution", {})), path=file)
 

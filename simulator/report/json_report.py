@@ -51,7 +51,7 @@ def run_doc(r: RunResult) -> dict[str, Any]:
         "hardware": hardware_doc(r.hardware),
         "workload": {
             "name": spec.name, "path": spec.path, "model_type": spec.model["type"],
-            "dtype": spec.dtype, "batch_size": spec.batch_size,
+            "dtype": spec.dtype, "batch_size": spec.batch_size, "seq_len": spec.seq_len,
             "src_seq_len": spec.src_seq_len, "tgt_seq_len": spec.tgt_seq_len,
             "optimizer": {"type": spec.optimizer.type,
                           "implementation": spec.optimizer.implementation},
@@ -62,6 +62,9 @@ def run_doc(r: RunResult) -> dict[str, Any]:
             "ops": len(trace.ops),
             "flops": {**{p.value: phases[p.value].flops for p in PHASES},
                       "total": sum(ph.flops for ph in phases.values())},
+            "flops_convention": "FlopCounterMode: 2 per multiply-add; matmul, convolution and "
+                                "attention only; causal attention counted in full",
+            "causal_attention_flops": trace.causal_attention_flops,
             "bytes_read": {p.value: phases[p.value].bytes_read for p in PHASES},
             "bytes_written": {p.value: phases[p.value].bytes_written for p in PHASES},
         },

@@ -77,6 +77,8 @@ def run_report(r: RunResult, top: int = 10) -> str:
     shape = f"batch {spec.batch_size}"
     if spec.src_seq_len:
         shape += f", sequence {spec.src_seq_len} (source) / {spec.tgt_seq_len} (target)"
+    if spec.seq_len:
+        shape += f" x sequence {spec.seq_len}"
     opt = spec.optimizer
     lines = [
         f"Workload  {spec.name}  ({spec.path})",
@@ -85,6 +87,11 @@ def run_report(r: RunResult, top: int = 10) -> str:
         f"  {shape}; {spec.dtype}; loss {spec.loss}; optimizer {opt.type} ({opt.implementation}),"
         f" state {fmt_bytes(trace.optimizer_state_bytes)}",
         f"Hardware  {hardware_line(hw)}",
+    ]
+    if trace.causal_attention_flops:
+        lines.insert(3, f"  causal attention: {fmt_flops(trace.causal_attention_flops)} counted "
+                        "in full (FlopCounterMode); a kernel skipping masked blocks does half")
+    lines += [
         "",
         "Memory (live tensor bytes at op boundaries; no allocator caching or CUDA context)",
         f"  peak {fmt_bytes(mem.peak_bytes)} ({mem.peak_bytes:,} B) of {fmt_bytes(cap)}: "

@@ -51,6 +51,7 @@ class TraceBuilder:
         self.parameters: list[Tensor] = []
         self.optimizer_state: list[Tensor] = []
         self.releases: dict[int, int] = {}
+        self.causal_attention_flops = 0  # FLOPs (forward and backward) of causal attention
         self._tape: list[Callable[[], None]] = []
         self._grads: dict[int, Tensor] = {}
         self._shared_grads: set[int] = set()
@@ -150,7 +151,7 @@ class TraceBuilder:
 
     def trace(self) -> Trace:
         return Trace(self.workload, self.ops, self.tensors, self.parameters,
-                     self.optimizer_state, self.releases)
+                     self.optimizer_state, self.releases, self.causal_attention_flops)
 
 
 def gather(t: Tensor, nbytes: int) -> Access:

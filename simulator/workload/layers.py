@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from simulator.workload.builder import TraceBuilder, gather, part
-from simulator.workload.trace import Category, Pattern, Tensor, Unit
+from simulator.workload.trace import DTYPE_BYTES, Category, Pattern, Tensor, Unit
 
 
 def _matmul_math(b: TraceBuilder, conv: bool) -> str:
@@ -199,34 +199,42 @@ class AttentionShape:
     q_len: int
     kv_len: int
     head_dim: int
+    causal: bool = False
 
     def bmm_flops(self) -> int:
         """One (q_len x head_dim) @ (head_dim x kv_len) product per batch and head."""
         return 2 * self.batch * self.heads * self.q_len * self.kv_len * self.head_dim
 
 
-def attention(b: TraceBuilder, q_src: Tensor, kv_src: Tensor, s: AttentionShape, dropout_p: float,
-              name: str) -> Tensor:
-    """scaled_dot_product_attention over q (in q_src) and k, v (in kv_src, possibly the same
-    packed tensor). Returns the output as (batch, heads, q_len, head_dim)."""
-    ex = b.execution
+def attention(b: TraceBuilder, q: Tensor, k: Tensor, v: Tensor, s: AttentionShape,
+              dropout_p: float, name: str) -> Tensor:
+    """scaled_dot_product_attention. q, k and v name the storages they are views of (the same
+    packed tensor for self-attention's in_proj, say). FLOPs count the full score matrix, as
+    FlopCounterMode does, causal or not. Returns the output as (batch, heads, q_len, head_dim)."""
     out_shape = (s.batch, s.heads, s.q_len, s.head_dim)
-    if ex.attention == "fused":
-        return _attention_fused(b, q_src, kv_src, s, out_shape, name)
-    return _attention_math(b, q_src, kv_src, s, dropout_p, out_shape, name)
+    if s.causal:  # counted in full, as FlopCounterMode does; remembered for the report
+        b.causal_attention_flops += (2 + 5 if b.execution.attention == "fused" else 2 + 4) \
+            * s.bmm_flops()
+    if b.execution.attention == "fused":
+        return _attention_fused(b, q, k, v, s, out_shape, name)
+    return _attention_math(b, q, k, v, s, dropout_p, out_shape, name)
 
 
-def _sources(q_src: Tensor, kv_src: Tensor) -> list[Tensor]:
-    return [q_src] if q_src is kv_src else [q_src, kv_src]
+def _sources(*tensors: Tensor) -> list[Tensor]:
+    out: list[Tensor] = []
+    for t in tensors:
+        if not any(t is u for u in out):
+            out.append(t)
+    return out
 
 
-def _attention_fused(b, q_src, kv_src, s: AttentionShape, out_shape, name) -> Tensor:
+def _attention_fused(b, q, k, v, s: AttentionShape, out_shape, name) -> Tensor:
     """Memory-efficient attention: no score matrix in DRAM, dropout from a Philox seed, a
     logsumexp saved per row; the backward recomputes the scores (5 bmm-equivalents)."""
-    out = b.activation(f"{name}.out", out_shape, q_src, kv_src)
+    srcs = _sources(q, k, v)
+    out = b.activation(f"{name}.out", out_shape, *srcs)
     lse_len = -(-s.q_len // 32) * 32
     lse = b.activation(f"{name}.logsumexp", (s.batch, s.heads, lse_len), dtype="fp32")
-    srcs = _sources(q_src, kv_src)
     b.op(name, "attention", srcs, [out, lse], 2 * s.bmm_flops(), Unit.MATRIX,
          math_dtype=_matmul_math(b, conv=False))
 
@@ -244,21 +252,23 @@ def _attention_fused(b, q_src, kv_src, s: AttentionShape, out_shape, name) -> Te
     return out
 
 
-def _attention_math(b, q_src, kv_src, s: AttentionShape, dropout_p, out_shape, name) -> Tensor:
+def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_shape,
+                    name) -> Tensor:
     """The unfused path (_scaled_dot_product_attention_math): scale, bmm, softmax, dropout, bmm.
-    q, k and v are strided views of their packed sources; the score matrix lives in DRAM."""
+    q, k and v are strided views of their sources; the score matrix lives in DRAM."""
     bh = s.batch * s.heads
-    q_bytes = bh * s.q_len * s.head_dim * q_src.nbytes // q_src.numel
-    kv_bytes = bh * s.kv_len * s.head_dim * kv_src.nbytes // kv_src.numel
+    elem = DTYPE_BYTES[b.dtype]
+    q_bytes = bh * s.q_len * s.head_dim * elem
+    kv_bytes = bh * s.kv_len * s.head_dim * elem
     strided = Pattern.STRIDED
     md = _matmul_math(b, conv=False)
-    srcs = _sources(q_src, kv_src)
+    srcs = _sources(q_src, k_src, v_src)
     v_grads: list[Tensor] = []
 
     q = b.activation(f"{name}.q_scaled", (bh, s.q_len, s.head_dim), q_src)
     b.op(f"{name}.scale", "elementwise", [part(q_src, q_bytes, strided)], [q])
-    scores = b.activation(f"{name}.scores", (bh, s.q_len, s.kv_len), q, kv_src)
-    b.op(f"{name}.qk", "matmul", [q, part(kv_src, kv_bytes, strided)], [scores],
+    scores = b.activation(f"{name}.scores", (bh, s.q_len, s.kv_len), q, k_src)
+    b.op(f"{name}.qk", "matmul", [q, part(k_src, kv_bytes, strided)], [scores],
          s.bmm_flops(), Unit.MATRIX, math_dtype=md)
 
     def backward_qk() -> None:
@@ -266,14 +276,14 @@ def _attention_math(b, q_src, kv_src, s: AttentionShape, dropout_p, out_shape, n
         if gs is None:
             return
         gq = b.temporary(f"grad({q.name})", q.shape)
-        b.op(f"{name}.qk.grad_q", "matmul", [gs, part(kv_src, kv_bytes, strided)], [gq],
+        b.op(f"{name}.qk.grad_q", "matmul", [gs, part(k_src, kv_bytes, strided)], [gq],
              s.bmm_flops(), Unit.MATRIX, math_dtype=md)
         gk = b.temporary(f"grad({name}.k)", (bh, s.kv_len, s.head_dim))
         b.op(f"{name}.qk.grad_k", "matmul", [gs, q], [gk], s.bmm_flops(), Unit.MATRIX,
              math_dtype=md)
         gqs = b.temporary(f"grad({name}.q)", q.shape)
         b.op(f"{name}.scale.backward", "elementwise", [gq], [gqs])
-        # select/unbind backward: the q, k, v gradients are laid back into their packed sources
+        # select/unbind backward: the q, k, v gradients are laid back into their sources
         grads = [b.new_grad(t) for t in srcs]
         b.op(f"{name}.grad_pack", "copy", [part(p, p.nbytes, strided) for p in [gqs, gk, *v_grads]],
              grads)
@@ -294,8 +304,8 @@ def _attention_math(b, q_src, kv_src, s: AttentionShape, dropout_p, out_shape, n
 
     b.on_backward(backward_softmax)
     dropped = dropout(b, probs, dropout_p, f"{name}.dropout")
-    out = b.activation(f"{name}.out", out_shape, dropped, kv_src)
-    b.op(f"{name}.av", "matmul", [dropped, part(kv_src, kv_bytes, strided)], [out],
+    out = b.activation(f"{name}.out", out_shape, dropped, v_src)
+    b.op(f"{name}.av", "matmul", [dropped, part(v_src, kv_bytes, strided)], [out],
          s.bmm_flops(), Unit.MATRIX, math_dtype=md)
 
     def backward_av() -> None:
@@ -303,7 +313,7 @@ def _attention_math(b, q_src, kv_src, s: AttentionShape, dropout_p, out_shape, n
         if gout is None:
             return
         gd = b.new_grad(dropped)
-        b.op(f"{name}.av.grad_probs", "matmul", [gout, part(kv_src, kv_bytes, strided)], [gd],
+        b.op(f"{name}.av.grad_probs", "matmul", [gout, part(v_src, kv_bytes, strided)], [gd],
              s.bmm_flops(), Unit.MATRIX, math_dtype=md)
         b.accumulate(dropped, gd)
         gv = b.temporary(f"grad({name}.v)", (bh, s.kv_len, s.head_dim))
@@ -382,4 +392,56 @@ def max_pool2d(b: TraceBuilder, x: Tensor, kernel: int, stride: int, name: str) 
     b.op(name, "elementwise", [x], [y, idx])
     # max_pool2d_with_indices_backward: zero-fill, scatter through the indices
     _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy, idx])
+    return y
+
+
+# --- decoder-only transformers --------------------------------------------------------------
+def rms_norm(b: TraceBuilder, x: Tensor, w: Tensor, name: str) -> Tensor:
+    """A fused RMSNorm (torch.nn.functional.rms_norm): saves the per-row 1/rms."""
+    rows = x.numel // x.shape[-1]
+    y = b.activation(f"{name}.out", x.shape, x, w)
+    rstd = b.activation(f"{name}.rstd", (rows,), dtype="fp32")
+    b.op(name, "norm", [x, w], [y, rstd])
+
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None:
+            return
+        gx = b.new_grad(x)
+        gw = b.new_grad(w)
+        b.op(f"{name}.backward", "norm", [gy, x, rstd, w], [gx, gw])
+        b.accumulate(w, gw)
+        b.accumulate(x, gx)
+
+    b.on_backward(backward)
+    return y
+
+
+def rotary(b: TraceBuilder, x: Tensor, cos: Tensor, sin: Tensor, name: str) -> Tensor:
+    """x * cos + rotate_half(x) * sin, as one elementwise kernel each way."""
+    y = b.activation(f"{name}.out", x.shape, x)
+    b.op(name, "elementwise", [x, cos, sin], [y])
+    _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy, cos, sin])
+    return y
+
+
+def silu_mul(b: TraceBuilder, gate: Tensor, up: Tensor, name: str) -> Tensor:
+    """SwiGLU's silu(gate) * up: the silu output is a tensor of its own, as in eager PyTorch."""
+    act = b.activation(f"{name}.silu", gate.shape, gate)
+    b.op(f"{name}.silu", "elementwise", [gate], [act])
+    _backward_to_input(b, gate, act, f"{name}.silu", "elementwise", lambda ga: [ga, gate])
+    y = b.activation(f"{name}.out", gate.shape, act, up)
+    b.op(f"{name}.mul", "elementwise", [act, up], [y])
+
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None:
+            return
+        gu = b.new_grad(up)
+        ga = b.new_grad(act)
+        b.op(f"{name}.mul.backward", "elementwise", [gy, act, up], [ga, gu])
+        b.accumulate(up, gu)
+        b.accumulate(act, ga)
+
+    b.on_backward(backward)
     return y

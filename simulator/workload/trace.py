@@ -130,6 +130,9 @@ class Trace:
     optimizer_state: list[Tensor]
     # tensors the step holds past their last access, mapped to the op index that releases them
     releases: dict[int, int] = field(default_factory=dict)
+    # attention FLOPs under a causal mask: counted in full (FlopCounterMode's convention), though
+    # a kernel that skips the masked blocks does about half of them
+    causal_attention_flops: int = 0
 
     @property
     def parameter_count(self) -> int:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from simulator.workload.models import cnn, transformer
+from simulator.workload.models import cnn, decoder, transformer
 
-CHECKS = {"encoder_decoder_transformer": transformer.check, "sequential_cnn": cnn.check}
+CHECKS = {"encoder_decoder_transformer": transformer.check, "sequential_cnn": cnn.check,
+          "decoder_only_transformer": decoder.check}
 
 
 def check_model(raw: dict, data: dict, file: str) -> None:

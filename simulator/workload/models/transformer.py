@@ -95,7 +95,7 @@ def _self_attention(b, m, w, x, seq, batch, name) -> Tensor:
     # unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
     qkv = L.copy(b, proj, (3,) + x.shape, f"{name}.qkv_pack")
     shape = L.AttentionShape(batch, h, seq, seq, e // h)
-    att = L.attention(b, qkv, qkv, shape, m.dropout, f"{name}.sdpa")
+    att = L.attention(b, qkv, qkv, qkv, shape, m.dropout, f"{name}.sdpa")
     return _out_projection(b, w, att, x.shape, name)
 
 
@@ -111,7 +111,7 @@ def _cross_attention(b, m, w, x, mem, q_len, kv_len, batch, name) -> Tensor:
                        w_shape=(2 * e, e))
     kv = L.copy(b, kv_proj, (2,) + mem.shape, f"{name}.kv_pack")
     shape = L.AttentionShape(batch, h, q_len, kv_len, e // h)
-    att = L.attention(b, q, kv, shape, m.dropout, f"{name}.sdpa")
+    att = L.attention(b, q, kv, kv, shape, m.dropout, f"{name}.sdpa")
     return _out_projection(b, w, att, x.shape, name)
 
 
