@@ -90,7 +90,8 @@ def test_schema_enums_match_generators():
     """Each model, optimizer and attention option the schema admits builds a trace."""
     wl = schema("workload")
     assert set(wl["properties"]["model"]["properties"]["type"]["enum"]) == {
-        "encoder_decoder_transformer", "sequential_cnn", "decoder_only_transformer"}
+        "encoder_decoder_transformer", "sequential_cnn", "decoder_only_transformer",
+        "encoder_only_transformer"}
     assert set(wl["$defs"]["optimizer"]["properties"]["type"]["enum"]) == {
         "sgd", "adam", "adamw", "adamax", "rmsprop", "adagrad"}
 

@@ -212,3 +212,14 @@ def test_llama_7b_and_grouped_query_attention():
     assert trace.parameter_count - g.parameter_count == 32 * 2 * 4096 * (4096 - 1024)
     assert any(op.name.endswith("repeat_k") for op in g.ops)
     assert g.flops(Phase.FORWARD) < trace.flops(Phase.FORWARD)
+
+
+def test_bert_base_masked_lm():
+    trace = build_trace(load_workload("bert-base"))
+    assert trace.parameter_count == 109_514_298            # BertForMaskedLM, bert-base-uncased
+    e, f, v, b, s, layers = 768, 3072, 30522, 32, 128, 12
+    t = b * s
+    per_layer = 2 * t * (4 * e * e + 2 * e * f) + 4 * b * s * s * e
+    head = 2 * t * e * e + 2 * t * e * v
+    assert trace.flops(Phase.FORWARD) == layers * per_layer + head
+    assert trace.causal_attention_flops == 0

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from simulator.workload.models import cnn, decoder, transformer
+from simulator.workload.models import cnn, decoder, encoder, transformer
 
 CHECKS = {"encoder_decoder_transformer": transformer.check, "sequential_cnn": cnn.check,
-          "decoder_only_transformer": decoder.check}
+          "decoder_only_transformer": decoder.check, "encoder_only_transformer": encoder.check}
 
 
 def check_model(raw: dict, data: dict, file: str) -> None:
