@@ -91,7 +91,7 @@ def test_schema_enums_match_generators():
     wl = schema("workload")
     assert set(wl["properties"]["model"]["properties"]["type"]["enum"]) == {
         "encoder_decoder_transformer", "sequential_cnn", "decoder_only_transformer",
-        "encoder_only_transformer"}
+        "encoder_only_transformer", "resnet"}
     assert set(wl["$defs"]["optimizer"]["properties"]["type"]["enum"]) == {
         "sgd", "adam", "adamw", "adamax", "rmsprop", "adagrad"}
 

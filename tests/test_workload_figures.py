@@ -223,3 +223,29 @@ def test_bert_base_masked_lm():
     head = 2 * t * e * e + 2 * t * e * v
     assert trace.flops(Phase.FORWARD) == layers * per_layer + head
     assert trace.causal_attention_flops == 0
+
+
+def test_resnet50():
+    trace = build_trace(load_workload("resnet50"))
+    assert trace.parameter_count == 25_557_032             # torchvision resnet50
+    fwd = trace.flops(Phase.FORWARD)
+    assert fwd == 32 * 8_178_368_512                       # 4.09 GMAC per 224x224 image
+    conv1_input_grad = 2 * 32 * 64 * 112 * 112 * 3 * 7 * 7  # the images need no gradient
+    assert trace.flops(Phase.BACKWARD) == 2 * fwd - conv1_input_grad
+    # BatchNorm running statistics are buffers: persistent, not parameters or optimizer state
+    buffers = [t for t in trace.tensors if t.category is Category.BUFFER]
+    assert len(buffers) == 53 * 3
+    assert trace.optimizer_state_bytes == trace.parameter_bytes   # SGD momentum
+
+
+def test_inplace_ops_share_their_storage():
+    """torchvision's ReLU(inplace=True) and `out += identity` allocate nothing new."""
+    trace = build_trace(load_workload("resnet50"))
+    mem = profile(trace)
+    aliases = [t for t in trace.tensors if t.alias_of is not None]
+    assert len(aliases) == 17 + 16 * 2 + 16   # relus, residual sums
+    assert sum(mem.at_peak.values()) == mem.peak_bytes
+    # the stem's BatchNorm output lives until the in-place ReLU's backward reads it
+    bn1 = next(t for t in trace.tensors if t.name == "bn1.out")
+    relu_bwd = next(op for op in trace.ops if op.name == "relu.backward")
+    assert any(a.tensor.storage is bn1 for a in relu_bwd.reads)

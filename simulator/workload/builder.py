@@ -79,6 +79,16 @@ class TraceBuilder:
     def temporary(self, name: str, shape: Iterable[int], dtype: str | None = None) -> Tensor:
         return self.tensor(name, shape, Category.TEMPORARY, dtype)
 
+    def inplace(self, x: Tensor, name: str) -> Tensor:
+        """The result of an in-place op on x: a new tensor for autograd, x's storage for memory."""
+        t = self.tensor(name, x.shape, x.category, x.dtype, requires_grad=x.requires_grad,
+                        retained=x.retained)
+        t.alias_of = x.storage
+        return t
+
+    def buffer(self, name: str, shape: Iterable[int], dtype: str | None = None) -> Tensor:
+        return self.tensor(name, shape, Category.BUFFER, dtype)
+
     def release_at(self, tensor: Tensor, op_index: int) -> None:
         """Keep `tensor` allocated until op `op_index` (a Python variable still holds it)."""
         self.releases[tensor.id] = op_index

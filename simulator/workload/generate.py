@@ -10,7 +10,7 @@ from simulator.config.workload import WorkloadSpec
 from simulator.workload import layers as L
 from simulator.workload import optimizers
 from simulator.workload.builder import TraceBuilder
-from simulator.workload.models import cnn, decoder, encoder, transformer
+from simulator.workload.models import cnn, decoder, encoder, resnet, transformer
 from simulator.workload.trace import Trace
 
 
@@ -27,6 +27,8 @@ def build_trace(spec: WorkloadSpec) -> Trace:
     elif kind == "encoder_only_transformer":
         model = encoder.EncoderOnlyTransformer.from_dict(spec.model)
         logits, target = encoder.build(b, model, spec.batch_size, spec.seq_len)
+    elif kind == "resnet":
+        logits, target = resnet.build(b, resnet.ResNet.from_dict(spec.model), spec.batch_size)
     elif kind == "sequential_cnn":
         logits, target = cnn.build(b, spec.model, spec.batch_size)
     else:  # the schema's enum and this dispatch are kept in step by tests

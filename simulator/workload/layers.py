@@ -383,10 +383,11 @@ def conv2d(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, stride: i
     return y
 
 
-def max_pool2d(b: TraceBuilder, x: Tensor, kernel: int, stride: int, name: str) -> Tensor:
+def max_pool2d(b: TraceBuilder, x: Tensor, kernel: int, stride: int, name: str,
+               padding: int = 0) -> Tensor:
     n, c, h, w = x.shape
-    ho = (h - kernel) // stride + 1
-    wo = (w - kernel) // stride + 1
+    ho = (h + 2 * padding - kernel) // stride + 1
+    wo = (w + 2 * padding - kernel) // stride + 1
     y = b.activation(f"{name}.out", (n, c, ho, wo), x)
     idx = b.activation(f"{name}.indices", (n, c, ho, wo), dtype="int64")
     b.op(name, "elementwise", [x], [y, idx])
@@ -444,4 +445,65 @@ def silu_mul(b: TraceBuilder, gate: Tensor, up: Tensor, name: str) -> Tensor:
         b.accumulate(act, ga)
 
     b.on_backward(backward)
+    return y
+
+
+# --- residual networks ----------------------------------------------------------------------
+def batch_norm2d(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor, running: list[Tensor],
+                 name: str) -> Tensor:
+    """Training-mode BatchNorm (cuDNN): saves per-channel mean and inverse std, and updates the
+    running statistics in place."""
+    c = x.shape[1]
+    y = b.activation(f"{name}.out", x.shape, x, w)
+    mean = b.activation(f"{name}.save_mean", (c,), dtype="fp32")
+    invstd = b.activation(f"{name}.save_invstd", (c,), dtype="fp32")
+    b.op(name, "norm", [x, w, bias, *running], [y, mean, invstd, *running])
+
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None:
+            return
+        gx = b.new_grad(x)
+        gw = b.new_grad(w)
+        gb = b.new_grad(bias)
+        b.op(f"{name}.backward", "norm", [gy, x, w, mean, invstd], [gx, gw, gb])
+        b.accumulate(w, gw)
+        b.accumulate(bias, gb)
+        b.accumulate(x, gx)
+
+    b.on_backward(backward)
+    return y
+
+
+def relu_(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
+    """nn.ReLU(inplace=True): writes over its input; the backward reads that storage."""
+    y = b.inplace(x, f"{name}.out")
+    b.op(name, "elementwise", [x], [y])
+    _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy, y])
+    return y
+
+
+def add_(b: TraceBuilder, x: Tensor, y: Tensor, name: str) -> Tensor:
+    """x += y: the sum lands in x's storage; its backward hands the gradient to both."""
+    z = b.inplace(x, f"{name}.out")
+    z.requires_grad = x.requires_grad or y.requires_grad
+    b.op(name, "elementwise", [x, y], [z])
+
+    def backward() -> None:
+        gz = b.grad_of(z)
+        if gz is None:
+            return
+        b.accumulate(y, gz, share=True)
+        b.accumulate(x, gz, share=True)
+
+    b.on_backward(backward)
+    return z
+
+
+def adaptive_avg_pool2d(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
+    """Global average pooling to 1x1."""
+    n, c = x.shape[:2]
+    y = b.activation(f"{name}.out", (n, c, 1, 1), x)
+    b.op(name, "reduction", [x], [y])
+    _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy])
     return y

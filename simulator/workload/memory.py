@@ -40,16 +40,22 @@ def lifetimes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     last = np.full(n, -1, dtype=np.int64)
     for op in trace.ops:
         for acc in op.reads + op.writes:
-            tid = acc.tensor.id
+            tid = acc.tensor.storage.id  # a view keeps its storage alive
             first[tid] = min(first[tid], op.index)
             last[tid] = max(last[tid], op.index)
     for tid, at in trace.releases.items():
+        tid = trace.tensors[tid].storage.id
         last[tid] = max(last[tid], at)
     for t in trace.tensors:
-        if t.category in (Category.PARAMETER, Category.OPTIMIZER_STATE, Category.INPUT):
-            first[t.id] = -1
+        root = t.storage.id
+        if t.category in (Category.PARAMETER, Category.OPTIMIZER_STATE, Category.INPUT,
+                          Category.BUFFER):
+            first[root] = -1
         if t.category in PERSISTENT or t.retained:
-            last[t.id] = n_ops  # never freed within the step
+            last[root] = n_ops  # never freed within the step
+    for t in trace.tensors:
+        if t.alias_of is not None:  # counted once, as its storage
+            first[t.id] = n_ops
     return first, last
 
 

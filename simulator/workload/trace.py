@@ -32,13 +32,15 @@ class Category(str, Enum):
     PARAMETER = "parameters"
     GRADIENT = "gradients"              # parameter gradients (.grad)
     OPTIMIZER_STATE = "optimizer_state"
+    BUFFER = "buffers"                  # module buffers: BatchNorm running statistics
     INPUT = "inputs"                    # the batch and its labels
     ACTIVATION = "activations"          # forward outputs, saved or not
     TEMPORARY = "temporaries"           # activation gradients, optimizer scratch
 
 
 # Categories that stay allocated after their last use within the step.
-PERSISTENT = frozenset({Category.PARAMETER, Category.GRADIENT, Category.OPTIMIZER_STATE})
+PERSISTENT = frozenset({Category.PARAMETER, Category.GRADIENT, Category.OPTIMIZER_STATE,
+                        Category.BUFFER})
 
 
 class Unit(str, Enum):
@@ -50,7 +52,8 @@ class Unit(str, Enum):
 
 @dataclass(eq=False)
 class Tensor:
-    """One storage. Identity matters: two Tensor objects are two allocations."""
+    """One storage, or a view of one (`alias_of`: an in-place op's result, which autograd
+    treats as a new tensor). Identity matters: two storages are two allocations."""
 
     id: int
     name: str
@@ -59,6 +62,11 @@ class Tensor:
     category: Category
     requires_grad: bool = False
     retained: bool = False  # the training loop holds it (logits, loss) until the step ends
+    alias_of: Tensor | None = None  # the storage this tensor shares (None: its own)
+
+    @property
+    def storage(self) -> Tensor:
+        return self.alias_of if self.alias_of is not None else self
 
     @property
     def numel(self) -> int:

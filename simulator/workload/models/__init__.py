@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from simulator.workload.models import cnn, decoder, encoder, transformer
+from simulator.workload.models import cnn, decoder, encoder, resnet, transformer
 
 CHECKS = {"encoder_decoder_transformer": transformer.check, "sequential_cnn": cnn.check,
-          "decoder_only_transformer": decoder.check, "encoder_only_transformer": encoder.check}
+          "decoder_only_transformer": decoder.check, "encoder_only_transformer": encoder.check,
+          "resnet": resnet.check}
 
 
 def check_model(raw: dict, data: dict, file: str) -> None:
