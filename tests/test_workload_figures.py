@@ -3,6 +3,7 @@
 import dataclasses
 
 import pytest
+from conftest import REPO
 from reference_figures import CNN, TRANSFORMER
 
 from simulator.config.workload import load_workload
@@ -13,6 +14,7 @@ from simulator.workload.trace import Category, Phase
 
 FLOP_TOLERANCE = 0.01   # the bound: FLOPs per phase within 1 %
 PEAK_TOLERANCE = 0.05   # peak live bytes within 5 %
+REPO_WORKLOADS = REPO / "workloads"
 
 
 def variant(name, **changes):
@@ -249,3 +251,32 @@ def test_inplace_ops_share_their_storage():
     bn1 = next(t for t in trace.tensors if t.name == "bn1.out")
     relu_bwd = next(op for op in trace.ops if op.name == "relu.backward")
     assert any(a.tensor.storage is bn1 for a in relu_bwd.reads)
+
+
+def test_gradient_accumulation_over_micro_batches():
+    whole = build_trace(load_workload("gpt2-small"))
+    spec = load_workload("gpt2-small")
+    split = build_trace(dataclasses.replace(spec, micro_batches=4))
+    assert split.parameter_count == whole.parameter_count
+    for phase in (Phase.FORWARD, Phase.BACKWARD):
+        assert split.flops(phase) == whole.flops(phase)
+    assert profile(split).peak_bytes < 0.6 * profile(whole).peak_bytes
+    # micro-batches after the first add into the .grad tensors the first one allocated
+    grads = [t for t in split.tensors if t.category is Category.GRADIENT]
+    assert len(grads) == len(split.parameters)
+    adds = [op for op in split.ops if op.name.startswith("mb3/") and "grad_accumulate" in op.name]
+    assert len(adds) >= len(split.parameters)
+    assert len(split.ops_in(Phase.OPTIMIZER)) == len(whole.ops_in(Phase.OPTIMIZER))
+
+
+def test_micro_batches_must_divide_the_batch(tmp_path):
+    import json
+
+    from simulator.errors import InputError
+
+    doc = json.loads((REPO_WORKLOADS / "cnn.json").read_text())
+    doc["data"]["micro_batches"] = 5
+    path = tmp_path / "cnn.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"micro_batches to divide batch_size \(64\)"):
+        load_workload(str(path))

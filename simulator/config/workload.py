@@ -35,6 +35,7 @@ class WorkloadSpec:
     src_seq_len: int | None
     tgt_seq_len: int | None
     seq_len: int | None
+    micro_batches: int
     dtype: str
     loss: str
     optimizer: OptimizerSpec
@@ -72,10 +73,14 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
 
     data, training = raw["data"], raw["training"]
     check_model(raw["model"], data, file)
+    if data["batch_size"] % data.get("micro_batches", 1):
+        raise InputError(f"expected micro_batches to divide batch_size ({data['batch_size']}), "
+                         f"got {data['micro_batches']}", file=file, path="$.data.micro_batches")
     return WorkloadSpec(
         name=raw["name"], description=raw.get("description", ""), model=raw["model"],
         batch_size=data["batch_size"], src_seq_len=data.get("src_seq_len"),
         tgt_seq_len=data.get("tgt_seq_len"), seq_len=data.get("seq_len"),
+        micro_batches=data.get("micro_batches", 1),
         dtype=training["dtype"], loss=training["loss"],
         optimizer=_optimizer(training["optimizer"], file),
         execution=Execution(**training.get("execution", {})), path=file)

@@ -52,6 +52,8 @@ class TraceBuilder:
         self.optimizer_state: list[Tensor] = []
         self.releases: dict[int, int] = {}
         self.causal_attention_flops = 0  # FLOPs (forward and backward) of causal attention
+        self.op_prefix = ""  # names ops of one micro-batch apart from another's
+        self._by_name: dict[str, Tensor] = {}
         self._tape: list[Callable[[], None]] = []
         self._grads: dict[int, Tensor] = {}
         self._shared_grads: set[int] = set()
@@ -65,9 +67,20 @@ class TraceBuilder:
         return t
 
     def parameter(self, name: str, shape: Iterable[int]) -> Tensor:
-        p = self.tensor(name, shape, Category.PARAMETER, requires_grad=True)
-        self.parameters.append(p)
-        return p
+        """A parameter by name: a later micro-batch asking again gets the same tensor."""
+        return self._persistent(name, shape, Category.PARAMETER, None)
+
+    def _persistent(self, name: str, shape: Iterable[int], category: Category,
+                    dtype: str | None) -> Tensor:
+        found = self._by_name.get(name)
+        if found is not None:
+            return found
+        t = self.tensor(name, shape, category, dtype,
+                        requires_grad=category is Category.PARAMETER)
+        self._by_name[name] = t
+        if category is Category.PARAMETER:
+            self.parameters.append(t)
+        return t
 
     def activation(self, name: str, shape: Iterable[int], *inputs: Tensor, dtype: str | None = None,
                    saved: bool = True) -> Tensor:
@@ -87,7 +100,7 @@ class TraceBuilder:
         return t
 
     def buffer(self, name: str, shape: Iterable[int], dtype: str | None = None) -> Tensor:
-        return self.tensor(name, shape, Category.BUFFER, dtype)
+        return self._persistent(name, shape, Category.BUFFER, dtype)
 
     def release_at(self, tensor: Tensor, op_index: int) -> None:
         """Keep `tensor` allocated until op `op_index` (a Python variable still holds it)."""
@@ -97,7 +110,7 @@ class TraceBuilder:
     def op(self, name: str, kind: str, reads: Iterable[AccessLike], writes: Iterable[AccessLike],
            flops: int = 0, unit: Unit = Unit.VECTOR, dtype: str | None = None,
            math_dtype: str = "") -> Op:
-        op = Op(len(self.ops), name, kind, self.phase, int(flops),
+        op = Op(len(self.ops), self.op_prefix + name, kind, self.phase, int(flops),
                 tuple(_access(a) for a in reads), tuple(_access(a) for a in writes),
                 dtype or self.dtype, unit, math_dtype)
         self.ops.append(op)
@@ -144,7 +157,8 @@ class TraceBuilder:
             self._shared_grads.add(g.id)
 
     def backward(self, loss: Tensor) -> None:
-        """loss.backward(): seed the gradient with ones and run the tape in reverse."""
+        """loss.backward(): seed the gradient with ones and run the tape in reverse. Called once
+        per micro-batch: later calls add into the .grad tensors the first one created."""
         self.phase = Phase.BACKWARD
         seed = self.temporary(f"grad({loss.name})", loss.shape, loss.dtype)
         self.op("loss.backward_seed", "elementwise", [], [seed])

@@ -11,29 +11,40 @@ from simulator.workload import layers as L
 from simulator.workload import optimizers
 from simulator.workload.builder import TraceBuilder
 from simulator.workload.models import cnn, decoder, encoder, resnet, transformer
-from simulator.workload.trace import Trace
+from simulator.workload.trace import Phase, Tensor, Trace
 
 
 def build_trace(spec: WorkloadSpec) -> Trace:
     b = TraceBuilder(spec.name, spec.dtype, spec.execution)
+    k = spec.micro_batches
+    for i in range(k):  # gradient accumulation: k forward/backward passes, one optimizer step
+        b.phase = Phase.FORWARD
+        b.op_prefix = f"mb{i}/" if k > 1 else ""
+        logits, loss = _forward(b, spec, spec.batch_size // k)
+        b.backward(loss)
+        if i < k - 1:  # the loop's variables move on to the next micro-batch
+            logits.retained = loss.retained = False
+    b.op_prefix = ""
+    optimizers.step(b, spec.optimizer)
+    return b.trace()
+
+
+def _forward(b: TraceBuilder, spec: WorkloadSpec, batch: int) -> tuple[Tensor, Tensor]:
+    """One micro-batch's forward pass and loss; returns (logits, loss)."""
     kind = spec.model["type"]
     if kind == "encoder_decoder_transformer":
         model = transformer.EncoderDecoderTransformer.from_dict(spec.model)
-        logits, target = transformer.build(b, model, spec.batch_size, spec.src_seq_len,
-                                           spec.tgt_seq_len)
+        logits, target = transformer.build(b, model, batch, spec.src_seq_len, spec.tgt_seq_len)
     elif kind == "decoder_only_transformer":
         model = decoder.DecoderOnlyTransformer.from_dict(spec.model)
-        logits, target = decoder.build(b, model, spec.batch_size, spec.seq_len)
+        logits, target = decoder.build(b, model, batch, spec.seq_len)
     elif kind == "encoder_only_transformer":
         model = encoder.EncoderOnlyTransformer.from_dict(spec.model)
-        logits, target = encoder.build(b, model, spec.batch_size, spec.seq_len)
+        logits, target = encoder.build(b, model, batch, spec.seq_len)
     elif kind == "resnet":
-        logits, target = resnet.build(b, resnet.ResNet.from_dict(spec.model), spec.batch_size)
+        logits, target = resnet.build(b, resnet.ResNet.from_dict(spec.model), batch)
     elif kind == "sequential_cnn":
-        logits, target = cnn.build(b, spec.model, spec.batch_size)
+        logits, target = cnn.build(b, spec.model, batch)
     else:  # the schema's enum and this dispatch are kept in step by tests
         raise ValueError(f"no generator for model type {kind}")
-    loss = L.cross_entropy(b, logits, target, "loss")
-    b.backward(loss)
-    optimizers.step(b, spec.optimizer)
-    return b.trace()
+    return logits, L.cross_entropy(b, logits, target, "loss")
