@@ -280,3 +280,40 @@ def test_micro_batches_must_divide_the_batch(tmp_path):
     path.write_text(json.dumps(doc))
     with pytest.raises(InputError, match=r"micro_batches to divide batch_size \(64\)"):
         load_workload(str(path))
+
+
+def _with(spec, **execution):
+    return dataclasses.replace(spec, execution=dataclasses.replace(spec.execution, **execution))
+
+
+def test_full_checkpointing_recomputes_every_block():
+    spec = load_workload("gpt2-small")
+    plain = build_trace(spec)
+    full = build_trace(_with(spec, checkpointing="full"))
+    lm_head = 2 * 50257 * 768 * 4 * 1024
+    assert full.flops(Phase.FORWARD) == plain.flops(Phase.FORWARD)
+    # the backward pass runs every block's forward again
+    assert full.flops(Phase.BACKWARD) == plain.flops(Phase.BACKWARD) \
+        + plain.flops(Phase.FORWARD) - lm_head
+    assert any(op.name.startswith("recompute/h.11.") for op in full.ops_in(Phase.BACKWARD))
+    assert profile(full).peak_bytes < 0.75 * profile(plain).peak_bytes
+    grads = [t for t in full.tensors if t.category is Category.GRADIENT]
+    assert len(grads) == len(full.parameters)
+
+
+def test_selective_checkpointing_recomputes_attention_only():
+    spec = _with(load_workload("gpt2-small"), attention="math")
+    plain = build_trace(spec)
+    selective = build_trace(_with(spec, checkpointing="selective"))
+    attention_forward = 12 * 2 * 2 * 4 * 12 * 1024 * 1024 * 64
+    assert selective.flops(Phase.BACKWARD) == plain.flops(Phase.BACKWARD) + attention_forward
+    assert profile(selective).peak_bytes < profile(plain).peak_bytes
+
+
+def test_checkpointing_the_seed_models():
+    for name in ("transformer", "resnet50"):
+        spec = load_workload(name)
+        plain, full = build_trace(spec), build_trace(_with(spec, checkpointing="full"))
+        assert full.parameter_count == plain.parameter_count
+        assert full.flops(Phase.BACKWARD) > plain.flops(Phase.BACKWARD)
+        assert profile(full).peak_bytes <= profile(plain).peak_bytes

@@ -73,6 +73,10 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
 
     data, training = raw["data"], raw["training"]
     check_model(raw["model"], data, file)
+    if training.get("checkpointing") == "selective" and raw["model"]["type"] in (
+            "sequential_cnn", "resnet"):
+        raise InputError("selective checkpointing recomputes attention, and this model has none;"
+                         " expected none or full", file=file, path="$.training.checkpointing")
     if data["batch_size"] % data.get("micro_batches", 1):
         raise InputError(f"expected micro_batches to divide batch_size ({data['batch_size']}), "
                          f"got {data['micro_batches']}", file=file, path="$.data.micro_batches")
@@ -83,7 +87,9 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
         micro_batches=data.get("micro_batches", 1),
         dtype=training["dtype"], loss=training["loss"],
         optimizer=_optimizer(training["optimizer"], file),
-        execution=Execution(**training.get("execution", {})), path=file)
+        execution=Execution(**training.get("execution", {}),
+                            checkpointing=training.get("checkpointing", "none")),
+        path=file)
 
 
 def workload_names() -> list[str]:

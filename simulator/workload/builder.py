@@ -32,6 +32,7 @@ class Execution:
     attention: str = "fused"          # fused (memory-efficient / flash kernel) or math (unfused)
     allow_tf32_matmul: bool = False   # torch.backends.cuda.matmul.allow_tf32 (default False)
     allow_tf32_conv: bool = True      # torch.backends.cudnn.allow_tf32 (default True)
+    checkpointing: str = "none"       # none | selective (attention cores) | full (every block)
 
 
 def _access(a: AccessLike) -> Access:
@@ -155,6 +156,33 @@ class TraceBuilder:
             self.op(f"{t.name}.grad_accumulate", "elementwise", [old, g], [old])
         if share:
             self._shared_grads.add(g.id)
+
+    def checkpointed(self, level: str, fn: Callable[[], Tensor]) -> Tensor:
+        """Run fn (a block's forward) under torch.utils.checkpoint when the workload asks for
+        this level of recomputation: its inner activations are not kept for the backward pass,
+        which runs fn again (ops marked recompute/) right before fn's own backward."""
+        if self.execution.checkpointing != level:
+            return fn()
+        outer = self._tape
+        self._tape = []
+        y = fn()
+        self._tape = outer  # nothing inside fn is saved for backward
+
+        def backward() -> None:
+            gy = self.grad_of(y)
+            if gy is None:
+                return
+            outer_tape, outer_prefix = self._tape, self.op_prefix
+            self._tape, self.op_prefix = [], outer_prefix + "recompute/"
+            y2 = fn()
+            self.op_prefix = outer_prefix
+            inner, self._tape = self._tape, outer_tape
+            self._grads[y2.id] = gy
+            for step in reversed(inner):
+                step()
+
+        self.on_backward(backward)
+        return y
 
     def backward(self, loss: Tensor) -> None:
         """loss.backward(): seed the gradient with ones and run the tape in reverse. Called once

@@ -120,8 +120,8 @@ def build(b: TraceBuilder, m: DecoderOnlyTransformer, batch: int,
         sin = b.tensor("rope.sin", (seq, hd), Category.INPUT, "fp32")
     x = L.dropout(b, x, m.dropout, "drop")
     shape = L.AttentionShape(batch, m.n_head, seq, seq, hd, causal=True)
-    for i, blk in enumerate(blocks):
-        p = f"h.{i}"
+
+    def block(x: Tensor, blk: dict, p: str) -> Tensor:
         h = _norm(b, m, x, blk["ln1"], f"{p}.ln_1")
         if "qkv" in blk:
             qkv = L.linear(b, h, *blk["qkv"], f"{p}.attn.c_attn")
@@ -136,7 +136,8 @@ def build(b: TraceBuilder, m: DecoderOnlyTransformer, batch: int,
             if m.kv_heads < m.n_head:  # repeat_kv: k and v expanded to every query head
                 k = L.copy(b, k, q.shape, f"{p}.attn.repeat_k")
                 v = L.copy(b, v, q.shape, f"{p}.attn.repeat_v")
-        att = L.attention(b, q, k, v, shape, m.dropout, f"{p}.attn.sdpa")
+        att = b.checkpointed("selective", lambda q=q, k=k, v=v, p=p: L.attention(
+            b, q, k, v, shape, m.dropout, f"{p}.attn.sdpa"))
         merged = L.copy(b, att, (batch, seq, e), f"{p}.attn.heads_merge")
         y = L.dropout(b, L.linear(b, merged, *blk["o"], f"{p}.attn.c_proj"), m.dropout,
                       f"{p}.attn.resid_dropout")
@@ -151,6 +152,10 @@ def build(b: TraceBuilder, m: DecoderOnlyTransformer, batch: int,
             h = L.gelu(b, L.linear(b, h, *blk["fc"], f"{p}.mlp.c_fc"), f"{p}.mlp.gelu")
             h = L.linear(b, h, *blk["proj"], f"{p}.mlp.c_proj")
         x = L.add(b, x, L.dropout(b, h, m.dropout, f"{p}.mlp.dropout"), f"{p}.mlp.residual")
+        return x
+
+    for i, blk in enumerate(blocks):
+        x = b.checkpointed("full", lambda x=x, blk=blk, p=f"h.{i}": block(x, blk, p))
     x = _norm(b, m, x, ln_f, "ln_f")
     logits = L.linear(b, x, lm_head, None, "lm_head")
     logits.retained = True

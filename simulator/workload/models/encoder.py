@@ -81,12 +81,12 @@ def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,
     x = L.dropout(b, L.layer_norm(b, x, *emb_ln, "embeddings.LayerNorm"), m.dropout,
                   "embeddings.dropout")
     shape = L.AttentionShape(batch, m.n_head, seq, seq, hd)
-    for i, w in enumerate(layers):
-        p = f"layer.{i}"
+    def layer(x: Tensor, w: dict, p: str) -> Tensor:
         q = L.linear(b, x, *w["q"], f"{p}.query")
         k = L.linear(b, x, *w["k"], f"{p}.key")
         v = L.linear(b, x, *w["v"], f"{p}.value")
-        att = L.attention(b, q, k, v, shape, m.dropout, f"{p}.sdpa")
+        att = b.checkpointed("selective", lambda q=q, k=k, v=v, p=p: L.attention(
+            b, q, k, v, shape, m.dropout, f"{p}.sdpa"))
         merged = L.copy(b, att, (batch, seq, e), f"{p}.heads_merge")
         y = L.dropout(b, L.linear(b, merged, *w["o"], f"{p}.attention.output"), m.dropout,
                       f"{p}.attention.dropout")
@@ -95,6 +95,10 @@ def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,
         h = L.gelu(b, L.linear(b, x, *w["fc"], f"{p}.intermediate"), f"{p}.gelu")
         y = L.dropout(b, L.linear(b, h, *w["proj"], f"{p}.output"), m.dropout, f"{p}.dropout")
         x = L.layer_norm(b, L.add(b, y, x, f"{p}.residual"), *w["ln2"], f"{p}.LayerNorm")
+        return x
+
+    for i, w in enumerate(layers):
+        x = b.checkpointed("full", lambda x=x, w=w, p=f"layer.{i}": layer(x, w, p))
     h = L.gelu(b, L.linear(b, x, *head, "cls.transform"), "cls.gelu")
     h = L.layer_norm(b, h, *head_ln, "cls.LayerNorm")
     logits = L.linear(b, h, word, decoder_bias, "cls.decoder")   # tied to the word embeddings

@@ -91,22 +91,26 @@ def build(b: TraceBuilder, m: ResNet, batch: int) -> tuple[Tensor, Tensor]:
     x = L.conv2d(b, x, w, None, 2, 3, "conv1")
     x = L.relu_(b, L.batch_norm2d(b, x, g, beta, running, "bn1"), "relu")
     x = L.max_pool2d(b, x, 3, 2, "maxpool", padding=1)
+
+    def block(x: Tensor, blk: dict, p: str) -> Tensor:
+        identity = x
+        out = x
+        convs = blk["convs"]
+        for j, (w, (g, beta, running), stride, _k, pad) in enumerate(convs):
+            out = L.conv2d(b, out, w, None, stride, pad, f"{p}.conv{j + 1}")
+            out = L.batch_norm2d(b, out, g, beta, running, f"{p}.bn{j + 1}")
+            if j < len(convs) - 1:
+                out = L.relu_(b, out, f"{p}.relu{j + 1}")
+        if "down" in blk:
+            w, (g, beta, running) = blk["down"]
+            identity = L.conv2d(b, x, w, None, blk["stride"], 0, f"{p}.downsample.0")
+            identity = L.batch_norm2d(b, identity, g, beta, running, f"{p}.downsample.1")
+        out = L.add_(b, out, identity, f"{p}.residual")
+        return L.relu_(b, out, f"{p}.relu")
+
     for stage in stages:
         for p, blk in stage:
-            identity = x
-            out = x
-            convs = blk["convs"]
-            for j, (w, (g, beta, running), stride, _k, pad) in enumerate(convs):
-                out = L.conv2d(b, out, w, None, stride, pad, f"{p}.conv{j + 1}")
-                out = L.batch_norm2d(b, out, g, beta, running, f"{p}.bn{j + 1}")
-                if j < len(convs) - 1:
-                    out = L.relu_(b, out, f"{p}.relu{j + 1}")
-            if "down" in blk:
-                w, (g, beta, running) = blk["down"]
-                identity = L.conv2d(b, x, w, None, blk["stride"], 0, f"{p}.downsample.0")
-                identity = L.batch_norm2d(b, identity, g, beta, running, f"{p}.downsample.1")
-            out = L.add_(b, out, identity, f"{p}.residual")
-            x = L.relu_(b, out, f"{p}.relu")
+            x = b.checkpointed("full", lambda x=x, blk=blk, p=p: block(x, blk, p))
     x = L.adaptive_avg_pool2d(b, x, "avgpool")
     logits = L.linear(b, x, fc_w, fc_b, "fc")   # reads the pooled (batch, 2048) as a view
     logits.retained = True

@@ -95,7 +95,8 @@ def _self_attention(b, m, w, x, seq, batch, name) -> Tensor:
     # unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
     qkv = L.copy(b, proj, (3,) + x.shape, f"{name}.qkv_pack")
     shape = L.AttentionShape(batch, h, seq, seq, e // h)
-    att = L.attention(b, qkv, qkv, qkv, shape, m.dropout, f"{name}.sdpa")
+    att = b.checkpointed("selective", lambda: L.attention(b, qkv, qkv, qkv, shape, m.dropout,
+                                                           f"{name}.sdpa"))
     return _out_projection(b, w, att, x.shape, name)
 
 
@@ -111,7 +112,8 @@ def _cross_attention(b, m, w, x, mem, q_len, kv_len, batch, name) -> Tensor:
                        w_shape=(2 * e, e))
     kv = L.copy(b, kv_proj, (2,) + mem.shape, f"{name}.kv_pack")
     shape = L.AttentionShape(batch, h, q_len, kv_len, e // h)
-    att = L.attention(b, q, kv, kv, shape, m.dropout, f"{name}.sdpa")
+    att = b.checkpointed("selective", lambda: L.attention(b, q, kv, kv, shape, m.dropout,
+                                                           f"{name}.sdpa"))
     return _out_projection(b, w, att, x.shape, name)
 
 
@@ -149,26 +151,30 @@ def build(b: TraceBuilder, m: EncoderDecoderTransformer, batch: int, src_len: in
     target = b.tensor("target", (tgt_len * batch,), Category.INPUT, "int64")
 
     x = L.embedding(b, src_idx, w.src_emb, "embedding.src")
-    for i, lw in enumerate(w.enc):
-        p = f"encoder.{i}"
-        x = _sublayer(b, m, x, (lw["n1w"], lw["n1b"]), lambda t, lw=lw, p=p: L.dropout(
+    def encoder_layer(x: Tensor, lw: dict, p: str) -> Tensor:
+        x = _sublayer(b, m, x, (lw["n1w"], lw["n1b"]), lambda t: L.dropout(
             b, _self_attention(b, m, lw["sa"], t, src_len, batch, f"{p}.self_attn"), m.dropout,
             f"{p}.dropout1"), f"{p}.sa")
-        x = _sublayer(b, m, x, (lw["n2w"], lw["n2b"]),
-                      lambda t, lw=lw, p=p: _feed_forward(b, m, lw, t, f"{p}.ff"), f"{p}.ff")
+        return _sublayer(b, m, x, (lw["n2w"], lw["n2b"]),
+                         lambda t: _feed_forward(b, m, lw, t, f"{p}.ff"), f"{p}.ff")
+
+    for i, lw in enumerate(w.enc):
+        x = b.checkpointed("full", lambda x=x, lw=lw, p=f"encoder.{i}": encoder_layer(x, lw, p))
     memory = L.layer_norm(b, x, *w.enc_norm, "encoder.norm")
 
     y = L.embedding(b, tgt_idx, w.tgt_emb, "embedding.tgt")
-    for i, lw in enumerate(w.dec):
-        p = f"decoder.{i}"
-        y = _sublayer(b, m, y, (lw["n1w"], lw["n1b"]), lambda t, lw=lw, p=p: L.dropout(
+    def decoder_layer(y: Tensor, lw: dict, p: str) -> Tensor:
+        y = _sublayer(b, m, y, (lw["n1w"], lw["n1b"]), lambda t: L.dropout(
             b, _self_attention(b, m, lw["sa"], t, tgt_len, batch, f"{p}.self_attn"), m.dropout,
             f"{p}.dropout1"), f"{p}.sa")
-        y = _sublayer(b, m, y, (lw["n2w"], lw["n2b"]), lambda t, lw=lw, p=p: L.dropout(
+        y = _sublayer(b, m, y, (lw["n2w"], lw["n2b"]), lambda t: L.dropout(
             b, _cross_attention(b, m, lw["ca"], t, memory, tgt_len, src_len, batch,
                                 f"{p}.cross_attn"), m.dropout, f"{p}.dropout2"), f"{p}.ca")
-        y = _sublayer(b, m, y, (lw["n3w"], lw["n3b"]),
-                      lambda t, lw=lw, p=p: _feed_forward(b, m, lw, t, f"{p}.ff"), f"{p}.ff")
+        return _sublayer(b, m, y, (lw["n3w"], lw["n3b"]),
+                         lambda t: _feed_forward(b, m, lw, t, f"{p}.ff"), f"{p}.ff")
+
+    for i, lw in enumerate(w.dec):
+        y = b.checkpointed("full", lambda y=y, lw=lw, p=f"decoder.{i}": decoder_layer(y, lw, p))
     y = L.layer_norm(b, y, *w.dec_norm, "decoder.norm")
     logits = L.linear(b, y, w.fc_w, w.fc_b, "fc")
     logits.retained = True  # the loop's `output` variable holds it to the end of the step
