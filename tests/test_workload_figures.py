@@ -317,3 +317,40 @@ def test_checkpointing_the_seed_models():
         assert full.parameter_count == plain.parameter_count
         assert full.flops(Phase.BACKWARD) > plain.flops(Phase.BACKWARD)
         assert profile(full).peak_bytes <= profile(plain).peak_bytes
+
+
+@pytest.mark.parametrize("amp", ["fp16", "bf16"])
+def test_mixed_precision(amp):
+    spec = load_workload("gpt2-small")
+    plain = build_trace(spec)
+    mixed = build_trace(dataclasses.replace(
+        spec, execution=dataclasses.replace(spec.execution, autocast=amp),
+        loss_scaling=amp == "fp16"))
+    # fp32 master weights, gradients and optimizer state; the same FLOPs
+    assert mixed.parameter_bytes == plain.parameter_bytes
+    assert mixed.optimizer_state_bytes == plain.optimizer_state_bytes
+    grads = [t for t in mixed.tensors if t.category is Category.GRADIENT]
+    assert len(grads) == len(mixed.parameters) and {g.dtype for g in grads} == {"fp32"}
+    assert mixed.flops() == plain.flops()
+    # matmuls run in the low type on weights cast once per forward pass
+    matmuls = [op for op in mixed.ops if op.unit.value == "matrix"]
+    assert {op.math_dtype for op in matmuls} == {amp}
+    casts = [op for op in mixed.ops_in(Phase.FORWARD) if op.name.endswith(f".weight.to_{amp}")]
+    assert len(casts) == 12 * 4 + 1   # four weights per block, and the tied lm_head
+    # norms and the loss stay in fp32
+    norm_ops = [op for op in mixed.ops_in(Phase.FORWARD) if op.kind == "norm"]
+    assert {op.dtype for op in norm_ops} == {"fp32"}
+    scaled = any(op.name == "grad_scaler.unscale" for op in mixed.ops_in(Phase.OPTIMIZER))
+    assert scaled == (amp == "fp16")
+    assert profile(mixed).peak_bytes < profile(plain).peak_bytes
+
+
+def test_mixed_precision_on_the_seeds():
+    for name in ("transformer", "cnn", "resnet50", "bert-base"):
+        spec = load_workload(name)
+        mixed = build_trace(dataclasses.replace(
+            spec, execution=dataclasses.replace(spec.execution, autocast="fp16"),
+            loss_scaling=True))
+        grads = [t for t in mixed.tensors if t.category is Category.GRADIENT]
+        assert len(grads) == len(mixed.parameters), name
+        assert mixed.flops() == build_trace(spec).flops(), name

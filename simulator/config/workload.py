@@ -40,6 +40,7 @@ class WorkloadSpec:
     loss: str
     optimizer: OptimizerSpec
     execution: Execution = field(default_factory=Execution)
+    loss_scaling: bool = False
     path: str = ""
 
 
@@ -77,6 +78,10 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
             "sequential_cnn", "resnet"):
         raise InputError("selective checkpointing recomputes attention, and this model has none;"
                          " expected none or full", file=file, path="$.training.checkpointing")
+    amp = training.get("mixed_precision", "none")
+    if amp != "none" and training["dtype"] != "fp32":
+        raise InputError(f"mixed precision keeps fp32 master weights; expected dtype fp32, got "
+                         f"{training['dtype']}", file=file, path="$.training.dtype")
     if data["batch_size"] % data.get("micro_batches", 1):
         raise InputError(f"expected micro_batches to divide batch_size ({data['batch_size']}), "
                          f"got {data['micro_batches']}", file=file, path="$.data.micro_batches")
@@ -88,8 +93,9 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
         dtype=training["dtype"], loss=training["loss"],
         optimizer=_optimizer(training["optimizer"], file),
         execution=Execution(**training.get("execution", {}),
-                            checkpointing=training.get("checkpointing", "none")),
-        path=file)
+                            checkpointing=training.get("checkpointing", "none"),
+                            autocast=None if amp == "none" else amp),
+        loss_scaling=training.get("loss_scaling", amp == "fp16"), path=file)
 
 
 def workload_names() -> list[str]:

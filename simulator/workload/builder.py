@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from simulator.workload.trace import (
+    DTYPE_BYTES,
+    FLOAT_DTYPES,
     Access,
     Category,
     Op,
@@ -33,6 +35,7 @@ class Execution:
     allow_tf32_matmul: bool = False   # torch.backends.cuda.matmul.allow_tf32 (default False)
     allow_tf32_conv: bool = True      # torch.backends.cudnn.allow_tf32 (default True)
     checkpointing: str = "none"       # none | selective (attention cores) | full (every block)
+    autocast: str | None = None       # torch.autocast's low-precision type (fp16, bf16) or None
 
 
 def _access(a: AccessLike) -> Access:
@@ -54,6 +57,7 @@ class TraceBuilder:
         self.releases: dict[int, int] = {}
         self.causal_attention_flops = 0  # FLOPs (forward and backward) of causal attention
         self.op_prefix = ""  # names ops of one micro-batch apart from another's
+        self.cast_cache: dict[int, Tensor] = {}  # autocast's per-forward copies of weights
         self._by_name: dict[str, Tensor] = {}
         self._tape: list[Callable[[], None]] = []
         self._grads: dict[int, Tensor] = {}
@@ -83,10 +87,13 @@ class TraceBuilder:
             self.parameters.append(t)
         return t
 
-    def activation(self, name: str, shape: Iterable[int], *inputs: Tensor, dtype: str | None = None,
-                   saved: bool = True) -> Tensor:
-        """A forward output; it needs a gradient when any input does."""
-        del saved  # lifetimes follow from accesses, see memory.py
+    def activation(self, name: str, shape: Iterable[int], *inputs: Tensor,
+                   dtype: str | None = None) -> Tensor:
+        """A forward output: it needs a gradient when any input does; its type is the widest
+        floating type among the inputs (type promotion) unless given."""
+        if dtype is None:
+            floats = [t.dtype for t in inputs if t.dtype in FLOAT_DTYPES]
+            dtype = max(floats, key=lambda d: DTYPE_BYTES[d]) if floats else self.dtype
         return self.tensor(name, shape, Category.ACTIVATION, dtype,
                            requires_grad=any(t.requires_grad for t in inputs))
 
@@ -111,9 +118,12 @@ class TraceBuilder:
     def op(self, name: str, kind: str, reads: Iterable[AccessLike], writes: Iterable[AccessLike],
            flops: int = 0, unit: Unit = Unit.VECTOR, dtype: str | None = None,
            math_dtype: str = "") -> Op:
+        writes = tuple(_access(a) for a in writes)
+        if dtype is None:  # the type of what it computes: its first floating output's
+            dtype = next((a.tensor.dtype for a in writes if a.tensor.dtype in FLOAT_DTYPES),
+                         self.dtype)
         op = Op(len(self.ops), self.op_prefix + name, kind, self.phase, int(flops),
-                tuple(_access(a) for a in reads), tuple(_access(a) for a in writes),
-                dtype or self.dtype, unit, math_dtype)
+                tuple(_access(a) for a in reads), writes, dtype, unit, math_dtype)
         self.ops.append(op)
         return op
 
@@ -172,10 +182,11 @@ class TraceBuilder:
             gy = self.grad_of(y)
             if gy is None:
                 return
-            outer_tape, outer_prefix = self._tape, self.op_prefix
+            outer_tape, outer_prefix, outer_cache = self._tape, self.op_prefix, self.cast_cache
             self._tape, self.op_prefix = [], outer_prefix + "recompute/"
+            self.cast_cache = {}  # the recomputation runs under a fresh autocast region
             y2 = fn()
-            self.op_prefix = outer_prefix
+            self.op_prefix, self.cast_cache = outer_prefix, outer_cache
             inner, self._tape = self._tape, outer_tape
             self._grads[y2.id] = gy
             for step in reversed(inner):

@@ -20,12 +20,15 @@ def build_trace(spec: WorkloadSpec) -> Trace:
     for i in range(k):  # gradient accumulation: k forward/backward passes, one optimizer step
         b.phase = Phase.FORWARD
         b.op_prefix = f"mb{i}/" if k > 1 else ""
+        b.cast_cache = {}  # each forward pass is its own autocast region
         logits, loss = _forward(b, spec, spec.batch_size // k)
+        if spec.loss_scaling:
+            loss = L.scale_loss(b, loss)
         b.backward(loss)
         if i < k - 1:  # the loop's variables move on to the next micro-batch
             logits.retained = loss.retained = False
     b.op_prefix = ""
-    optimizers.step(b, spec.optimizer)
+    optimizers.step(b, spec.optimizer, unscale=spec.loss_scaling)
     return b.trace()
 
 

@@ -14,25 +14,57 @@ from simulator.workload.builder import TraceBuilder, gather, part
 from simulator.workload.trace import DTYPE_BYTES, Category, Pattern, Tensor, Unit
 
 
-def _matmul_math(b: TraceBuilder, conv: bool) -> str:
+def _matmul_math(b: TraceBuilder, conv: bool, dtype: str) -> str:
     ex = b.execution
-    if b.dtype == "fp32" and (ex.allow_tf32_conv if conv else ex.allow_tf32_matmul):
+    if dtype == "fp32" and (ex.allow_tf32_conv if conv else ex.allow_tf32_matmul):
         return "tf32"
-    return b.dtype
+    return dtype
 
 
 def _mm(b: TraceBuilder, name: str, reads, writes, flops: int, kind: str = "matmul") -> None:
-    b.op(name, kind, reads, writes, flops, Unit.MATRIX,
-         math_dtype=_matmul_math(b, conv=kind == "conv"))
+    dtype = writes[0].dtype
+    b.op(name, kind, reads, writes, flops, Unit.MATRIX, dtype=dtype,
+         math_dtype=_matmul_math(b, kind == "conv", dtype))
+
+
+# --- autocast (mixed precision) -------------------------------------------------------------
+def cast(b: TraceBuilder, x: Tensor, dtype: str, name: str) -> Tensor:
+    """x.to(dtype): a copy kernel each way."""
+    y = b.activation(name, x.shape, x, dtype=dtype)
+    b.op(name, "copy", [x], [y])
+    _backward_to_input(b, x, y, name, "copy", lambda gy: [gy])
+    return y
+
+
+def autocast_low(b: TraceBuilder, t: Tensor | None) -> Tensor | None:
+    """An input of a matmul-class op under torch.autocast: cast to the low-precision type, a
+    weight once per forward pass (autocast caches those casts)."""
+    low = b.execution.autocast
+    if t is None or low is None or t.dtype != "fp32":
+        return t
+    if t.category is Category.PARAMETER:
+        c = b.cast_cache.get(t.id)
+        if c is None:
+            c = b.cast_cache[t.id] = cast(b, t, low, f"{t.name}.to_{low}")
+        return c
+    return cast(b, t, low, f"{b.op_prefix}{t.name}.to_{low}")
+
+
+def autocast_fp32(b: TraceBuilder, t: Tensor) -> Tensor:
+    """An input of an op autocast runs in fp32 (norms, softmax, losses)."""
+    if b.execution.autocast is None or t.dtype == "fp32":
+        return t
+    return cast(b, t, "fp32", f"{t.name}.to_fp32")
 
 
 # --- dense layers -------------------------------------------------------------------------
 def linear(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, name: str,
-           w_bytes: int | None = None, w_shape: tuple[int, int] | None = None) -> Tensor:
-    """y = x @ W^T + bias. `w_bytes`/`w_shape` select a slice of a packed weight (MHA in_proj)."""
+           w_shape: tuple[int, int] | None = None) -> Tensor:
+    """y = x @ W^T + bias. `w_shape` selects a slice of a packed weight (MHA in_proj)."""
+    x, w, bias = autocast_low(b, x), autocast_low(b, w), autocast_low(b, bias)
     out_f, in_f = w_shape or w.shape
     rows = x.numel // in_f
-    wb = w_bytes if w_bytes is not None else w.nbytes
+    wb = out_f * in_f * DTYPE_BYTES[w.dtype]
     bb = (bias.nbytes * out_f // bias.shape[0]) if bias is not None else 0
     lead = x.shape[:-1] if x.shape[-1] == in_f else (rows,)  # a flattened view of x
     y = b.activation(f"{name}.out", lead + (out_f,), x, w)
@@ -71,6 +103,8 @@ def linear(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, name: str
 
 def concat_slice_grads(b: TraceBuilder, param: Tensor, name: str) -> None:
     """Backward of w.split(...): cat the slice gradients into the parameter's gradient."""
+    param = autocast_low(b, param)  # under autocast the slices come from the cast copy
+
     def backward() -> None:
         slices = b.slice_grads.pop(param.id, [])
         if not slices:
@@ -160,6 +194,7 @@ def add(b: TraceBuilder, x: Tensor, y: Tensor, name: str) -> Tensor:
 
 
 def layer_norm(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor, name: str) -> Tensor:
+    x = autocast_fp32(b, x)
     rows = x.numel // x.shape[-1]
     y = b.activation(f"{name}.out", x.shape, x, w)
     mean = b.activation(f"{name}.mean", (rows,), dtype="fp32")
@@ -211,6 +246,7 @@ def attention(b: TraceBuilder, q: Tensor, k: Tensor, v: Tensor, s: AttentionShap
     """scaled_dot_product_attention. q, k and v name the storages they are views of (the same
     packed tensor for self-attention's in_proj, say). FLOPs count the full score matrix, as
     FlopCounterMode does, causal or not. Returns the output as (batch, heads, q_len, head_dim)."""
+    q, k, v = (autocast_low(b, t) for t in (q, k, v))
     out_shape = (s.batch, s.heads, s.q_len, s.head_dim)
     if s.causal:  # counted in full, as FlopCounterMode does; remembered for the report
         b.causal_attention_flops += (2 + 5 if b.execution.attention == "fused" else 2 + 4) \
@@ -236,7 +272,7 @@ def _attention_fused(b, q, k, v, s: AttentionShape, out_shape, name) -> Tensor:
     lse_len = -(-s.q_len // 32) * 32
     lse = b.activation(f"{name}.logsumexp", (s.batch, s.heads, lse_len), dtype="fp32")
     b.op(name, "attention", srcs, [out, lse], 2 * s.bmm_flops(), Unit.MATRIX,
-         math_dtype=_matmul_math(b, conv=False))
+         math_dtype=_matmul_math(b, False, out.dtype))
 
     def backward() -> None:
         gout = b.grad_of(out)
@@ -244,7 +280,7 @@ def _attention_fused(b, q, k, v, s: AttentionShape, out_shape, name) -> Tensor:
             return
         grads = [b.new_grad(t) for t in srcs]
         b.op(f"{name}.backward", "attention", [gout, *srcs, out, lse], grads, 5 * s.bmm_flops(),
-             Unit.MATRIX, math_dtype=_matmul_math(b, conv=False))
+             Unit.MATRIX, math_dtype=_matmul_math(b, False, out.dtype))
         for t, g in zip(srcs, grads, strict=True):
             b.accumulate(t, g)
 
@@ -257,11 +293,11 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
     """The unfused path (_scaled_dot_product_attention_math): scale, bmm, softmax, dropout, bmm.
     q, k and v are strided views of their sources; the score matrix lives in DRAM."""
     bh = s.batch * s.heads
-    elem = DTYPE_BYTES[b.dtype]
+    elem = DTYPE_BYTES[q_src.dtype]
     q_bytes = bh * s.q_len * s.head_dim * elem
     kv_bytes = bh * s.kv_len * s.head_dim * elem
     strided = Pattern.STRIDED
-    md = _matmul_math(b, conv=False)
+    md = _matmul_math(b, False, q_src.dtype)
     srcs = _sources(q_src, k_src, v_src)
     v_grads: list[Tensor] = []
 
@@ -291,19 +327,20 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
             b.accumulate(t, g)
 
     b.on_backward(backward_qk)
-    probs = b.activation(f"{name}.probs", scores.shape, scores)
-    b.op(f"{name}.softmax", "elementwise", [scores], [probs])
+    probs_in = autocast_fp32(b, scores)
+    probs = b.activation(f"{name}.probs", scores.shape, probs_in)
+    b.op(f"{name}.softmax", "elementwise", [probs_in], [probs])
 
     def backward_softmax() -> None:
         gp = b.grad_of(probs)
         if gp is None:
             return
-        gs = b.new_grad(scores)
+        gs = b.new_grad(probs_in)
         b.op(f"{name}.softmax.backward", "elementwise", [gp, probs], [gs])
-        b.accumulate(scores, gs)
+        b.accumulate(probs_in, gs)
 
     b.on_backward(backward_softmax)
-    dropped = dropout(b, probs, dropout_p, f"{name}.dropout")
+    dropped = autocast_low(b, dropout(b, probs, dropout_p, f"{name}.dropout"))
     out = b.activation(f"{name}.out", out_shape, dropped, v_src)
     b.op(f"{name}.av", "matmul", [dropped, part(v_src, kv_bytes, strided)], [out],
          s.bmm_flops(), Unit.MATRIX, math_dtype=md)
@@ -328,6 +365,7 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
 # --- losses ---------------------------------------------------------------------------------
 def cross_entropy(b: TraceBuilder, logits: Tensor, target: Tensor, name: str) -> Tensor:
     """log_softmax then nll_loss (mean), as F.cross_entropy decomposes on CUDA."""
+    logits = autocast_fp32(b, logits)
     logp = b.activation(f"{name}.log_softmax", logits.shape, logits)
     b.op(f"{name}.log_softmax", "elementwise", [logits], [logp])
     loss = b.tensor(f"{name}.loss", (), Category.ACTIVATION, "fp32", requires_grad=True,
@@ -354,6 +392,7 @@ def cross_entropy(b: TraceBuilder, logits: Tensor, target: Tensor, name: str) ->
 # --- convolutional --------------------------------------------------------------------------
 def conv2d(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, stride: int, padding: int,
            name: str) -> Tensor:
+    x, w, bias = autocast_low(b, x), autocast_low(b, w), autocast_low(b, bias)
     n, c_in, h, wd = x.shape
     c_out, _, kh, kw = w.shape
     ho = (h + 2 * padding - kh) // stride + 1
@@ -399,6 +438,7 @@ def max_pool2d(b: TraceBuilder, x: Tensor, kernel: int, stride: int, name: str,
 # --- decoder-only transformers --------------------------------------------------------------
 def rms_norm(b: TraceBuilder, x: Tensor, w: Tensor, name: str) -> Tensor:
     """A fused RMSNorm (torch.nn.functional.rms_norm): saves the per-row 1/rms."""
+    x = autocast_fp32(b, x)
     rows = x.numel // x.shape[-1]
     y = b.activation(f"{name}.out", x.shape, x, w)
     rstd = b.activation(f"{name}.rstd", (rows,), dtype="fp32")
@@ -454,7 +494,7 @@ def batch_norm2d(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor, running: l
     """Training-mode BatchNorm (cuDNN): saves per-channel mean and inverse std, and updates the
     running statistics in place."""
     c = x.shape[1]
-    y = b.activation(f"{name}.out", x.shape, x, w)
+    y = b.activation(f"{name}.out", x.shape, x, w, dtype=x.dtype)  # cuDNN: fp16 in, fp16 out
     mean = b.activation(f"{name}.save_mean", (c,), dtype="fp32")
     invstd = b.activation(f"{name}.save_invstd", (c,), dtype="fp32")
     b.op(name, "norm", [x, w, bias, *running], [y, mean, invstd, *running])
@@ -506,4 +546,13 @@ def adaptive_avg_pool2d(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
     y = b.activation(f"{name}.out", (n, c, 1, 1), x)
     b.op(name, "reduction", [x], [y])
     _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy])
+    return y
+
+
+def scale_loss(b: TraceBuilder, loss: Tensor, name: str = "grad_scaler.scale") -> Tensor:
+    """GradScaler.scale(loss): the backward starts from loss x scale."""
+    y = b.tensor(name, loss.shape, Category.ACTIVATION, loss.dtype, requires_grad=True,
+                 retained=True)
+    b.op(name, "elementwise", [loss], [y])
+    _backward_to_input(b, loss, y, name, "elementwise", lambda gy: [gy])
     return y

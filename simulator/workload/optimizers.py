@@ -120,11 +120,14 @@ def update_for(spec: OptimizerSpec) -> Update:
     raise ValueError(f"unknown optimizer {kind}")  # the schema's enum is tested against this
 
 
-def step(b: TraceBuilder, spec: OptimizerSpec) -> None:
-    """Append the optimizer phase to the trace."""
+def step(b: TraceBuilder, spec: OptimizerSpec, unscale: bool = False) -> None:
+    """Append the optimizer phase to the trace (after GradScaler's unscale, when scaling)."""
     b.phase = Phase.OPTIMIZER
     params = list(b.parameters)
     grads = [b.param_grad(p) for p in params]
+    if unscale:  # _amp_foreach_non_finite_check_and_unscale_: every gradient read and written
+        found_inf = b.temporary("grad_scaler.found_inf", (1,), "fp32")
+        b.op("grad_scaler.unscale", "optimizer", grads, [*grads, found_inf])
     rule = update_for(spec)
     state = {name: [_state_tensor(b, p, name) for p in params] for name in rule.state}
     lists = {"param": params, "grad": grads, **state}

@@ -102,14 +102,11 @@ def _self_attention(b, m, w, x, seq, batch, name) -> Tensor:
 
 def _cross_attention(b, m, w, x, mem, q_len, kv_len, batch, name) -> Tensor:
     e, h = m.d_model, m.nhead
-    elem = w["in_w"].nbytes // w["in_w"].numel
     # w.split([E, 2E]): the slices' gradients are concatenated after both backward passes
     L.concat_slice_grads(b, w["in_w"], f"{name}.in_proj_weight")
     L.concat_slice_grads(b, w["in_b"], f"{name}.in_proj_bias")
-    q = L.linear(b, x, w["in_w"], w["in_b"], f"{name}.q_proj", w_bytes=e * e * elem,
-                 w_shape=(e, e))
-    kv_proj = L.linear(b, mem, w["in_w"], w["in_b"], f"{name}.kv_proj", w_bytes=2 * e * e * elem,
-                       w_shape=(2 * e, e))
+    q = L.linear(b, x, w["in_w"], w["in_b"], f"{name}.q_proj", w_shape=(e, e))
+    kv_proj = L.linear(b, mem, w["in_w"], w["in_b"], f"{name}.kv_proj", w_shape=(2 * e, e))
     kv = L.copy(b, kv_proj, (2,) + mem.shape, f"{name}.kv_pack")
     shape = L.AttentionShape(batch, h, q_len, kv_len, e // h)
     att = b.checkpointed("selective", lambda: L.attention(b, q, kv, kv, shape, m.dropout,
