@@ -140,6 +140,25 @@ def cmd_dram(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_memory(args: argparse.Namespace) -> int:
+    from simulator.report.memory_report import memory_doc, memory_report
+    from simulator.workload.generate import build_trace
+    from simulator.workload.memory import profile
+    from simulator.workload.remedies import remedies
+
+    spec = load_workload(args.workload)
+    hw = load_hardware(args.hardware)
+    trace = build_trace(spec)
+    mem = profile(trace)
+    cap = hw.memory.capacity_bytes
+    fixes = remedies(spec, cap, mem) if mem.peak_bytes > cap else []
+    if args.json:
+        _print_json(memory_doc(spec, hw, trace, mem, fixes))
+    else:
+        print(memory_report(spec, hw, trace, mem, fixes))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m simulator",
@@ -154,6 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON document")
     run.add_argument("--top", type=int, default=10, help="ops to list by time (default: 10)")
     run.set_defaults(func=cmd_run)
+
+    mem = sub.add_parser("memory", help="peak device memory of a training step against a card's "
+                                        "capacity, and what makes it fit")
+    mem.add_argument("workload", help="workload JSON file, or a shipped workload's name")
+    mem.add_argument("--hardware", default="t4",
+                     help="hardware name or JSON file (default: t4)")
+    mem.add_argument("--json", action="store_true", help="print one JSON document")
+    mem.set_defaults(func=cmd_memory)
 
     dram = sub.add_parser("dram",
                           help="replay a raw address trace through the GDDR6 channel engine")

@@ -23,6 +23,7 @@ class OptimizerSpec:
     amsgrad: bool = False            # adam, adamw: keeps max_exp_avg_sq too
     alpha: float = 0.99              # rmsprop smoothing
     centered: bool = False           # rmsprop: keeps grad_avg too
+    state_dtype: str | None = None   # int8: 8-bit optimizer state (bitsandbytes); None: as params
     implementation: str = "foreach"  # PyTorch's default on CUDA
 
 
@@ -44,7 +45,7 @@ class WorkloadSpec:
     path: str = ""
 
 
-_COMMON = {"lr", "weight_decay", "implementation"}
+_COMMON = {"lr", "weight_decay", "implementation", "state_dtype"}
 _OPTIMIZER_KEYS = {"sgd": _COMMON | {"momentum"},
                    "adam": _COMMON | {"betas", "eps", "amsgrad"},
                    "adamw": _COMMON | {"betas", "eps", "amsgrad"},

@@ -25,11 +25,17 @@ class MemoryProfile:
     peak_phase: Phase
     at_peak: dict[Category, int]    # live bytes by category at the peak
     live_after: np.ndarray          # (ops, categories): bytes live after each op completes
+    during: np.ndarray              # (ops, categories): bytes live while each op runs
     start_bytes: int                # live before the first op (parameters, state, batch)
 
     def peak_in(self, phase: Phase, trace: Trace) -> int:
         idx = [op.index for op in trace.ops if op.phase == phase]
-        return int(self.live_after[idx].sum(axis=1).max()) if idx else 0
+        return int(self.during[idx].sum(axis=1).max()) if idx else 0
+
+    def peak_scaled(self, factors: dict[Category, float]) -> int:
+        """The peak if every category's bytes were scaled (sharding state over GPUs, say)."""
+        scale = np.array([factors.get(c, 1.0) for c in CATEGORIES])
+        return int((self.during * scale).sum(axis=1).max()) if len(self.during) else 0
 
 
 def lifetimes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -84,5 +90,6 @@ def profile(trace: Trace) -> MemoryProfile:
         peak_phase=trace.ops[peak_op].phase if n_ops else Phase.FORWARD,
         at_peak={c: int(during[peak_op, i]) for i, c in enumerate(CATEGORIES)} if n_ops else {},
         live_after=live_after,
+        during=during,
         start_bytes=int(cum_alloc[0].sum()),
     )

@@ -129,7 +129,8 @@ def step(b: TraceBuilder, spec: OptimizerSpec, unscale: bool = False) -> None:
         found_inf = b.temporary("grad_scaler.found_inf", (1,), "fp32")
         b.op("grad_scaler.unscale", "optimizer", grads, [*grads, found_inf])
     rule = update_for(spec)
-    state = {name: [_state_tensor(b, p, name) for p in params] for name in rule.state}
+    state = {name: [_state_tensor(b, p, name, dtype=spec.state_dtype) for p in params]
+             for name in rule.state}
     lists = {"param": params, "grad": grads, **state}
     name = spec.type
     if spec.implementation == "fused":

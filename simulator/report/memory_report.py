@@ -1,0 +1,58 @@
+"""The `memory` report: peak against capacity, by category and phase, and the remedies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simulator.config.hardware import Hardware
+from simulator.config.workload import WorkloadSpec
+from simulator.report.text import table
+from simulator.units import fmt_bytes
+from simulator.workload.memory import MemoryProfile
+from simulator.workload.remedies import Remedy
+from simulator.workload.trace import PHASES, Trace
+
+DEFINITION = ("live tensor storage bytes at op boundaries, each storage once; no allocator "
+              "rounding or caching, CUDA context or kernel workspaces")
+
+
+def memory_doc(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfile,
+               fixes: list[Remedy]) -> dict[str, Any]:
+    cap = hw.memory.capacity_bytes
+    return {
+        "format": "gddr6-roofline-sim/memory", "format_version": 1,
+        "workload": spec.name, "hardware": hw.name,
+        "peak_bytes": mem.peak_bytes, "capacity_bytes": cap, "fits": mem.peak_bytes <= cap,
+        "headroom_bytes": cap - mem.peak_bytes, "peak_phase": mem.peak_phase.value,
+        "peak_op": trace.ops[mem.peak_op].name,
+        "by_category": {c.value: v for c, v in mem.at_peak.items()},
+        "peak_by_phase": {p.value: mem.peak_in(p, trace) for p in PHASES},
+        "definition": DEFINITION,
+        "remedies": [{"name": r.name, "change": r.change, "peak_bytes": r.peak_bytes,
+                      "fits": r.fits} for r in fixes],
+    }
+
+
+def memory_report(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfile,
+                  fixes: list[Remedy]) -> str:
+    cap = hw.memory.capacity_bytes
+    fits = mem.peak_bytes <= cap
+    lines = [f"{spec.name} on {hw.display_name} ({fmt_bytes(cap)})",
+             f"  peak {fmt_bytes(mem.peak_bytes)} ({mem.peak_bytes:,} B): "
+             + (f"fits, {fmt_bytes(cap - mem.peak_bytes)} to spare" if fits else
+                f"DOES NOT FIT, {fmt_bytes(mem.peak_bytes - cap)} over"),
+             f"  at {mem.peak_phase.value} op '{trace.ops[mem.peak_op].name}'",
+             f"  ({DEFINITION})", "", "  at the peak, by category:"]
+    rows = [[c.value, fmt_bytes(v), f"{v / mem.peak_bytes * 100:.1f} %"]
+            for c, v in mem.at_peak.items() if v]
+    lines += ["  " + r for r in table(rows, "<>>")]
+    lines += ["", "  peak by phase:"]
+    lines += ["  " + r for r in table([[p.value, fmt_bytes(mem.peak_in(p, trace))]
+                                       for p in PHASES], "<>")]
+    if fixes:
+        lines += ["", "  remedies (each alone unless combined; peak per GPU):"]
+        rows = [["remedy", "change", "peak", "fits"]]
+        rows += [[r.name, r.change, fmt_bytes(r.peak_bytes), "yes" if r.fits else "no"]
+                 for r in fixes]
+        lines += ["  " + r for r in table(rows, "<<><")]
+    return "\n".join(lines)

@@ -1,0 +1,124 @@
+"""What makes a training step fit: each remedy the articles name, with the peak it gives.
+
+Every remedy is a changed workload run through the same generator and memory timeline, except
+sharding over GPUs, which scales the categories it shards (ZeRO stages) in the timeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from simulator.config.workload import WorkloadSpec
+from simulator.workload.generate import build_trace
+from simulator.workload.memory import MemoryProfile, profile
+from simulator.workload.trace import Category
+
+GPU_COUNTS = (2, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class Remedy:
+    name: str
+    change: str          # what to change, in the workload file's terms
+    peak_bytes: int
+    fits: bool
+
+
+def _peak(spec: WorkloadSpec) -> int:
+    return profile(build_trace(spec)).peak_bytes
+
+
+def _largest_fitting(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
+    """The largest n in [lo, hi] with fits(n), for fits monotone (true below some n)."""
+    if not fits(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Remedy]:
+    """Each remedy alone (and all at once), for a step whose peak exceeds `capacity`."""
+    out: list[Remedy] = []
+    ex = spec.execution
+
+    # smaller batch (per optimizer step, one micro-batch)
+    if spec.batch_size > 1:
+        peaks: dict[int, int] = {}
+
+        def batch_fits(n: int) -> bool:
+            peaks[n] = _peak(dataclasses.replace(spec, batch_size=n, micro_batches=1))
+            return peaks[n] <= capacity
+
+        n = _largest_fitting(1, spec.batch_size - 1, batch_fits)
+        if n is None:
+            out.append(Remedy("smaller batch", "batch_size 1", peaks[1], False))
+        else:
+            out.append(Remedy("smaller batch", f"batch_size {n} (from {spec.batch_size})",
+                              peaks[n], True))
+    # gradient accumulation: the same batch in more, smaller passes
+    divisors = [k for k in range(spec.micro_batches + 1, spec.batch_size + 1)
+                if spec.batch_size % k == 0]
+    for k in divisors:
+        p = _peak(dataclasses.replace(spec, micro_batches=k))
+        if p <= capacity or k == divisors[-1]:
+            out.append(Remedy("gradient accumulation", f"micro_batches {k} (batch_size "
+                              f"{spec.batch_size} kept)", p, p <= capacity))
+            break
+    # activation checkpointing
+    for level in ("selective", "full"):
+        if level == "selective" and spec.model["type"] in ("sequential_cnn", "resnet"):
+            continue
+        if ex.checkpointing != level:
+            p = _peak(dataclasses.replace(spec, execution=dataclasses.replace(
+                ex, checkpointing=level)))
+            out.append(Remedy(f"{level} activation checkpointing", f"checkpointing {level}", p,
+                              p <= capacity))
+    # mixed precision
+    if spec.dtype == "fp32" and ex.autocast is None:
+        p = _peak(dataclasses.replace(spec, execution=dataclasses.replace(ex, autocast="bf16")))
+        out.append(Remedy("mixed precision", "mixed_precision bf16 (fp32 master weights)", p,
+                          p <= capacity))
+    # a fused optimizer: no parameter-sized temporaries
+    if spec.optimizer.implementation != "fused" and base.at_peak.get(Category.TEMPORARY):
+        p = _peak(dataclasses.replace(spec, optimizer=dataclasses.replace(
+            spec.optimizer, implementation="fused")))
+        out.append(Remedy("fused optimizer", "optimizer implementation fused", p,
+                          p <= capacity))
+    # 8-bit optimizer state
+    if spec.optimizer.state_dtype != "int8" and base.at_peak.get(Category.OPTIMIZER_STATE):
+        p = _peak(dataclasses.replace(spec, optimizer=dataclasses.replace(
+            spec.optimizer, state_dtype="int8")))
+        out.append(Remedy("8-bit optimizer state", "optimizer state_dtype int8", p,
+                          p <= capacity))
+    # sharding over N data-parallel GPUs (ZeRO stages; live bytes per GPU)
+    stages = (("ZeRO-1: optimizer state sharded", (Category.OPTIMIZER_STATE,)),
+              ("ZeRO-2: optimizer state and gradients sharded",
+               (Category.OPTIMIZER_STATE, Category.GRADIENT)),
+              ("ZeRO-3 / FSDP: state, gradients and parameters sharded",
+               (Category.OPTIMIZER_STATE, Category.GRADIENT, Category.PARAMETER)))
+    for label, cats in stages:
+        best = None
+        for n in GPU_COUNTS:
+            p = base.peak_scaled({c: 1 / n for c in cats})
+            best = Remedy(label, f"{n} GPUs", p, p <= capacity)
+            if best.fits:
+                break
+        if best is not None:
+            out.append(best)
+    # everything at once
+    combined = dataclasses.replace(
+        spec, execution=dataclasses.replace(ex, checkpointing="full",
+                                            autocast=ex.autocast or (
+                                                "bf16" if spec.dtype == "fp32" else None)),
+        optimizer=dataclasses.replace(spec.optimizer, state_dtype="int8"))
+    p = _peak(combined)
+    out.append(Remedy("combined", "full checkpointing + mixed precision + 8-bit state", p,
+                      p <= capacity))
+    return out

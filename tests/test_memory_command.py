@@ -1,0 +1,63 @@
+"""`python -m simulator memory`: peak against capacity, by category, and remedies that work."""
+
+import json
+
+from simulator.cli import main
+
+
+def run_memory(capsys, *argv):
+    code = main(["memory", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_contract_when_it_fits(capsys):
+    code, out, _ = run_memory(capsys, "cnn", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    for key in ("peak_bytes", "capacity_bytes", "fits", "by_category", "remedies"):
+        assert key in doc
+    assert doc["fits"] is True and doc["remedies"] == []
+    assert sum(doc["by_category"].values()) == doc["peak_bytes"]
+    assert doc["peak_bytes"] == max(doc["peak_by_phase"].values())
+
+
+def test_remedies_when_it_does_not_fit(capsys):
+    code, out, _ = run_memory(capsys, "llama-7b", "--hardware", "l40s", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["fits"] is False and doc["headroom_bytes"] < 0
+    names = {r["name"]: r for r in doc["remedies"]}
+    assert names["8-bit optimizer state"]["peak_bytes"] < doc["peak_bytes"]
+    assert names["fused optimizer"]["peak_bytes"] < doc["peak_bytes"]
+    zero3 = names["ZeRO-3 / FSDP: state, gradients and parameters sharded"]
+    assert zero3["fits"] and zero3["peak_bytes"] <= doc["capacity_bytes"]
+    for r in doc["remedies"]:
+        assert r["fits"] == (r["peak_bytes"] <= doc["capacity_bytes"])
+
+
+def test_smaller_batch_is_the_largest_that_fits():
+    import dataclasses
+
+    from simulator.config.workload import load_workload
+    from simulator.workload.generate import build_trace
+    from simulator.workload.memory import profile
+    from simulator.workload.remedies import remedies
+
+    spec = dataclasses.replace(load_workload("gpt2-small"), batch_size=12)
+    capacity = 8 * 2**30
+    base = profile(build_trace(spec))
+    assert base.peak_bytes > capacity
+    fixes = {r.name: r for r in remedies(spec, capacity, base)}
+    smaller = fixes["smaller batch"]
+    n = int(smaller.change.split()[1])
+    assert smaller.fits and 1 <= n < 12
+    bigger = profile(build_trace(dataclasses.replace(spec, batch_size=n + 1))).peak_bytes
+    assert bigger > capacity
+    accumulation = fixes["gradient accumulation"]
+    assert accumulation.fits and "batch_size 12 kept" in accumulation.change
+
+
+def test_text_report(capsys):
+    code, out, _ = run_memory(capsys, "llama-7b", "--hardware", "a40")
+    assert code == 0 and "DOES NOT FIT" in out and "remedies" in out and "ZeRO" in out
