@@ -99,6 +99,8 @@ def run_report(r: RunResult, top: int = 10) -> str:
            f"DOES NOT FIT, {fmt_bytes(mem.peak_bytes - cap)} over"),
         f"  at {mem.peak_phase.value} op '{trace.ops[mem.peak_op].name}'; by category: "
         + ", ".join(f"{c.value} {fmt_bytes(v)}" for c, v in mem.at_peak.items() if v),
+        *([] if r.fits else [f"  what would make it fit: python -m simulator memory "
+                             f"{spec.path} --hardware {hw.name}"]),
         "",
         f"Phases (time: {est.memory_model} roofline, peak compute per data type and peak DRAM "
         "bandwidth; ops run back to back)",
