@@ -142,6 +142,7 @@ def cmd_dram(args: argparse.Namespace) -> int:
 
 def cmd_memory(args: argparse.Namespace) -> int:
     from simulator.report.memory_report import memory_doc, memory_report
+    from simulator.workload.allocator import place
     from simulator.workload.generate import build_trace
     from simulator.workload.memory import profile
     from simulator.workload.remedies import remedies
@@ -152,10 +153,11 @@ def cmd_memory(args: argparse.Namespace) -> int:
     mem = profile(trace)
     cap = hw.memory.capacity_bytes
     fixes = remedies(spec, cap, mem) if mem.peak_bytes > cap else []
+    placed = place(trace)
     if args.json:
-        _print_json(memory_doc(spec, hw, trace, mem, fixes))
+        _print_json(memory_doc(spec, hw, trace, mem, fixes, placed))
     else:
-        print(memory_report(spec, hw, trace, mem, fixes))
+        print(memory_report(spec, hw, trace, mem, fixes, placed))
     return 0
 
 

@@ -8,6 +8,7 @@ from simulator.config.hardware import Hardware
 from simulator.config.workload import WorkloadSpec
 from simulator.report.text import table
 from simulator.units import fmt_bytes
+from simulator.workload.allocator import Placement
 from simulator.workload.memory import MemoryProfile
 from simulator.workload.remedies import Remedy
 from simulator.workload.trace import PHASES, Trace
@@ -17,7 +18,7 @@ DEFINITION = ("live tensor storage bytes at op boundaries, each storage once; no
 
 
 def memory_doc(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfile,
-               fixes: list[Remedy]) -> dict[str, Any]:
+               fixes: list[Remedy], placed: Placement) -> dict[str, Any]:
     cap = hw.memory.capacity_bytes
     return {
         "format": "gddr6-roofline-sim/memory", "format_version": 1,
@@ -28,13 +29,21 @@ def memory_doc(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfil
         "by_category": {c.value: v for c, v in mem.at_peak.items()},
         "peak_by_phase": {p.value: mem.peak_in(p, trace) for p in PHASES},
         "definition": DEFINITION,
+        "allocator": {
+            "allocated_peak_bytes": placed.allocated_peak,
+            "reserved_bytes": placed.reserved_peak,
+            "fragmentation": placed.fragmentation,
+            "fits": placed.reserved_peak <= cap,
+            "model": "PyTorch CUDA caching allocator: 512 B rounding, small (2 MiB segments) "
+                     "and large pools, best fit, splitting, merging; steady state",
+        },
         "remedies": [{"name": r.name, "change": r.change, "peak_bytes": r.peak_bytes,
                       "fits": r.fits} for r in fixes],
     }
 
 
 def memory_report(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfile,
-                  fixes: list[Remedy]) -> str:
+                  fixes: list[Remedy], placed: Placement) -> str:
     cap = hw.memory.capacity_bytes
     fits = mem.peak_bytes <= cap
     lines = [f"{spec.name} on {hw.display_name} ({fmt_bytes(cap)})",
@@ -42,7 +51,12 @@ def memory_report(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryPro
              + (f"fits, {fmt_bytes(cap - mem.peak_bytes)} to spare" if fits else
                 f"DOES NOT FIT, {fmt_bytes(mem.peak_bytes - cap)} over"),
              f"  at {mem.peak_phase.value} op '{trace.ops[mem.peak_op].name}'",
-             f"  ({DEFINITION})", "", "  at the peak, by category:"]
+             f"  ({DEFINITION})",
+             f"  caching allocator: {fmt_bytes(placed.allocated_peak)} in live blocks, "
+             f"{fmt_bytes(placed.reserved_peak)} reserved ({placed.fragmentation * 100:.1f} % "
+             "of it not in live blocks at the peak); "
+             + ("reserved fits" if placed.reserved_peak <= cap else "reserved DOES NOT FIT"),
+             "", "  at the peak, by category:"]
     rows = [[c.value, fmt_bytes(v), f"{v / mem.peak_bytes * 100:.1f} %"]
             for c, v in mem.at_peak.items() if v]
     lines += ["  " + r for r in table(rows, "<>>")]
