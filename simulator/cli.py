@@ -24,7 +24,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simulator.report.json_report import run_doc
     from simulator.report.text import run_report
 
-    result = analyze(load_workload(args.workload), load_hardware(args.hardware))
+    result = analyze(args.workload, load_hardware(args.hardware))
     if args.json:
         _print_json(run_doc(result))
     else:
@@ -141,15 +141,14 @@ def cmd_dram(args: argparse.Namespace) -> int:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
+    from simulator.pipeline import load_step
     from simulator.report.memory_report import memory_doc, memory_report
     from simulator.workload.allocator import place
-    from simulator.workload.generate import build_trace
     from simulator.workload.memory import profile
     from simulator.workload.remedies import remedies
 
-    spec = load_workload(args.workload)
+    spec, trace = load_step(args.workload)
     hw = load_hardware(args.hardware)
-    trace = build_trace(spec)
     mem = profile(trace)
     cap = hw.memory.capacity_bytes
     fixes = remedies(spec, cap, mem) if mem.peak_bytes > cap else []
@@ -161,6 +160,22 @@ def cmd_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    import json as _json
+    from pathlib import Path
+
+    from simulator.config.loader import read_json
+    from simulator.workload import tracefile
+    from simulator.workload.generate import build_trace
+
+    spec = load_workload(args.workload)
+    trace = build_trace(spec)
+    tracefile.write(trace, Path(args.output), source=read_json(Path(spec.path)))
+    print(f"wrote {args.output}: {len(trace.tensors):,} tensors, {len(trace.ops):,} ops "
+          f"({_json.dumps(tracefile.FORMAT)} version {tracefile.FORMAT_VERSION})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m simulator",
@@ -169,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="simulate one training step of a workload on a GPU")
-    run.add_argument("workload", help="workload JSON file, or a shipped workload's name")
+    run.add_argument("workload", help="workload JSON file, a shipped workload's name, or a "
+                                      "trace file (.jsonl) written by 'trace'")
     run.add_argument("--hardware", default="t4",
                      help="hardware name (see 'hardware list') or JSON file (default: t4)")
     run.add_argument("--json", action="store_true", help="print one JSON document")
@@ -183,6 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="hardware name or JSON file (default: t4)")
     mem.add_argument("--json", action="store_true", help="print one JSON document")
     mem.set_defaults(func=cmd_memory)
+
+    tr = sub.add_parser("trace", help="write a workload's operator trace (JSON Lines)")
+    tr.add_argument("workload", help="workload JSON file, or a shipped workload's name")
+    tr.add_argument("-o", "--output", required=True, help="trace file to write (.jsonl)")
+    tr.set_defaults(func=cmd_trace)
 
     dram = sub.add_parser("dram",
                           help="replay a raw address trace through the GDDR6 channel engine")

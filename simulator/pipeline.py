@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.config.hardware import Hardware, load_hardware
-from simulator.config.workload import WorkloadSpec, load_workload
+from simulator.config.workload import WorkloadSpec, load_workload, parse_workload
+from simulator.errors import InputError
 from simulator.estimate import MemoryModel, StepEstimate, estimate
+from simulator.workload import tracefile
 from simulator.workload.generate import build_trace
 from simulator.workload.memory import MemoryProfile, profile
 from simulator.workload.trace import Trace
@@ -35,9 +37,23 @@ class RunResult:
         return self.memory.peak_bytes <= self.hardware.memory.capacity_bytes
 
 
+def load_step(workload: WorkloadSpec | str | Path) -> tuple[WorkloadSpec, Trace]:
+    """A workload (file, name or spec) generated into its trace, or a trace file read back."""
+    if isinstance(workload, WorkloadSpec):
+        return workload, build_trace(workload)
+    if str(workload).endswith(".jsonl"):
+        path = Path(workload)
+        trace, header = tracefile.read(path)
+        if not header.get("source"):
+            raise InputError("expected the header's 'source' (the workload it was generated "
+                             "from)", file=f"{path}:1")
+        return parse_workload(header["source"], str(path)), trace
+    spec = load_workload(workload)
+    return spec, build_trace(spec)
+
+
 def analyze(workload: WorkloadSpec | str | Path, hardware: Hardware | str | Path = DEFAULT_HARDWARE,
             memory_model: MemoryModel | None = None) -> RunResult:
-    spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload)
+    spec, trace = load_step(workload)
     hw = hardware if isinstance(hardware, Hardware) else load_hardware(hardware)
-    trace = build_trace(spec)
     return RunResult(spec, hw, trace, profile(trace), estimate(trace, hw, memory_model))

@@ -1,0 +1,131 @@
+"""The operator-trace file: versioned JSON Lines, written and read one record at a time.
+
+Line 1 is a header: {"format": "gddr6-roofline-sim/trace", "format_version": 1, "workload":
+name, "source": {the workload file's content, when generated from one}, "tensors": N, "ops": M,
+"causal_attention_flops": F}. Then one line per tensor,
+{"tensor": id, "name", "shape", "dtype", "category", "requires_grad", "retained", "alias_of"},
+then one per op, {"op": index, "name", "kind", "phase", "flops", "dtype", "unit", "math_dtype",
+"reads": [[tensor id, bytes, pattern], ...], "writes": [...]}, then the held-tensor releases,
+{"release": tensor id, "at": op index}. Tensor ids are dense from 0 and precede their use, so a
+reader needs one pass and no look-ahead. The format is described in README ("Trace files").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import InputError
+from simulator.workload.trace import (
+    DTYPE_BYTES,
+    Access,
+    Category,
+    Op,
+    Pattern,
+    Phase,
+    Tensor,
+    Trace,
+    Unit,
+)
+
+FORMAT = "gddr6-roofline-sim/trace"
+FORMAT_VERSION = 1
+
+
+def records(trace: Trace, source: dict | None = None) -> Iterator[dict[str, Any]]:
+    yield {"format": FORMAT, "format_version": FORMAT_VERSION, "workload": trace.workload,
+           "source": source, "tensors": len(trace.tensors), "ops": len(trace.ops),
+           "causal_attention_flops": trace.causal_attention_flops}
+    for t in trace.tensors:
+        yield {"tensor": t.id, "name": t.name, "shape": list(t.shape), "dtype": t.dtype,
+               "category": t.category.value, "requires_grad": t.requires_grad,
+               "retained": t.retained,
+               "alias_of": t.alias_of.id if t.alias_of is not None else None}
+    for op in trace.ops:
+        yield {"op": op.index, "name": op.name, "kind": op.kind, "phase": op.phase.value,
+               "flops": op.flops, "dtype": op.dtype, "unit": op.unit.value,
+               "math_dtype": op.math_dtype,
+               "reads": [[a.tensor.id, a.nbytes, a.pattern.value] for a in op.reads],
+               "writes": [[a.tensor.id, a.nbytes, a.pattern.value] for a in op.writes]}
+    for tid, at in trace.releases.items():
+        yield {"release": tid, "at": at}
+
+
+def write(trace: Trace, path: Path, source: dict | None = None) -> None:
+    """Write atomically: a temporary file beside the target, renamed when complete."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for rec in records(trace, source):
+                f.write(json.dumps(rec, separators=(",", ":")))
+                f.write("\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a trace file is not
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read(path: Path) -> tuple[Trace, dict]:
+    """Stream a trace file back into a Trace; returns (trace, header)."""
+    def bad(line: int, what: str) -> InputError:
+        return InputError(what, file=f"{path}:{line}")
+
+    try:
+        f = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("file not found", file=str(path)) from None
+    tensors: list[Tensor] = []
+    ops: list[Op] = []
+    releases: dict[int, int] = {}
+    header: dict = {}
+    with f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise bad(n, f"invalid JSON: {exc.msg}") from None
+            try:
+                if n == 1:
+                    if rec.get("format") != FORMAT or rec.get("format_version") != FORMAT_VERSION:
+                        raise bad(1, f"expected a header with format '{FORMAT}' and "
+                                     f"format_version {FORMAT_VERSION}")
+                    header = rec
+                elif "tensor" in rec:
+                    if rec["tensor"] != len(tensors) or rec["dtype"] not in DTYPE_BYTES:
+                        raise bad(n, "expected tensors numbered in order with a known dtype")
+                    t = Tensor(rec["tensor"], rec["name"], tuple(rec["shape"]), rec["dtype"],
+                               Category(rec["category"]), rec["requires_grad"], rec["retained"])
+                    if rec["alias_of"] is not None:
+                        t.alias_of = tensors[rec["alias_of"]]
+                    tensors.append(t)
+                elif "op" in rec:
+                    ops.append(Op(
+                        rec["op"], rec["name"], rec["kind"], Phase(rec["phase"]), rec["flops"],
+                        tuple(Access(tensors[i], nb, Pattern(p)) for i, nb, p in rec["reads"]),
+                        tuple(Access(tensors[i], nb, Pattern(p)) for i, nb, p in rec["writes"]),
+                        rec["dtype"], Unit(rec["unit"]), rec["math_dtype"]))
+                elif "release" in rec:
+                    releases[rec["release"]] = rec["at"]
+                else:
+                    raise bad(n, "expected a tensor, op or release record")
+            except (KeyError, IndexError, ValueError, TypeError) as exc:
+                if isinstance(exc, InputError):
+                    raise
+                raise bad(n, f"malformed record ({type(exc).__name__}: {exc})") from None
+    if not header:
+        raise InputError("empty trace file", file=str(path))
+    params = [t for t in tensors if t.category is Category.PARAMETER]
+    state = [t for t in tensors if t.category is Category.OPTIMIZER_STATE]
+    trace = Trace(header["workload"], ops, tensors, params, state, releases,
+                  header.get("causal_attention_flops", 0))
+    return trace, header
