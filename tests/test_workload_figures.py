@@ -354,3 +354,29 @@ def test_mixed_precision_on_the_seeds():
         grads = [t for t in mixed.tensors if t.category is Category.GRADIENT]
         assert len(grads) == len(mixed.parameters), name
         assert mixed.flops() == build_trace(spec).flops(), name
+
+
+def test_structured_pruning():
+    import json
+
+    from simulator.config.workload import parse_workload
+
+    for name, smaller_by in (("gpt2-small", 0.25), ("llama-7b", 0.25), ("bert-base", 0.25),
+                             ("resnet50", 0.25), ("cnn", 0.25), ("transformer", 0.25)):
+        raw = json.loads((REPO_WORKLOADS / f"{name}.json").read_text())
+        base = build_trace(parse_workload(raw, name))
+        raw["training"]["pruning"] = {"fraction": smaller_by}
+        pruned = build_trace(parse_workload(raw, name))
+        assert pruned.parameter_count < base.parameter_count, name
+        assert pruned.flops() < base.flops(), name
+    # GPT-2 small, a quarter of the heads and feed-forward channels gone: 9 heads of 64
+    raw = json.loads((REPO_WORKLOADS / "gpt2-small.json").read_text())
+    raw["training"]["pruning"] = {"fraction": 0.25}
+    spec = parse_workload(raw, "gpt2-small")
+    assert spec.model["n_head"] == 9 and spec.model["head_dim"] == 64
+    assert spec.model["d_ff"] == 2304
+    e, inner, f, layers = 768, 576, 2304, 12
+    per_layer = ((e * 3 * inner + 3 * inner) + (inner * e + e) + 2 * (2 * e)
+                 + (e * f + f) + (f * e + e))
+    embeddings = 50257 * e + 1024 * e
+    assert build_trace(spec).parameter_count == embeddings + layers * per_layer + 2 * e

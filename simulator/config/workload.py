@@ -72,10 +72,12 @@ def _optimizer(raw: dict, file: str) -> OptimizerSpec:
 
 def parse_workload(raw: dict, file: str) -> WorkloadSpec:
     from simulator.workload.models import check_model  # the generators own their rules
+    from simulator.workload.pruning import prune
 
     data, training = raw["data"], raw["training"]
-    check_model(raw["model"], data, file)
-    if training.get("checkpointing") == "selective" and raw["model"]["type"] in (
+    model = prune(raw["model"], training.get("pruning", {}).get("fraction", 0.0))
+    check_model(model, data, file)
+    if training.get("checkpointing") == "selective" and model["type"] in (
             "sequential_cnn", "resnet"):
         raise InputError("selective checkpointing recomputes attention, and this model has none;"
                          " expected none or full", file=file, path="$.training.checkpointing")
@@ -87,7 +89,7 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
         raise InputError(f"expected micro_batches to divide batch_size ({data['batch_size']}), "
                          f"got {data['micro_batches']}", file=file, path="$.data.micro_batches")
     return WorkloadSpec(
-        name=raw["name"], description=raw.get("description", ""), model=raw["model"],
+        name=raw["name"], description=raw.get("description", ""), model=model,
         batch_size=data["batch_size"], src_seq_len=data.get("src_seq_len"),
         tgt_seq_len=data.get("tgt_seq_len"), seq_len=data.get("seq_len"),
         micro_batches=data.get("micro_batches", 1),

@@ -28,6 +28,7 @@ class DecoderOnlyTransformer:
     bias: bool = True
     tie_embeddings: bool = True
     dropout: float = 0.0
+    head_dim: int | None = None        # None: d_model / n_head (pruned heads keep theirs)
 
     @classmethod
     def from_dict(cls, raw: dict) -> DecoderOnlyTransformer:
@@ -42,12 +43,12 @@ class DecoderOnlyTransformer:
         return self.d_ff or 4 * self.d_model
 
     @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_head
+    def hd(self) -> int:
+        return self.head_dim or self.d_model // self.n_head
 
 
 def check(raw: dict, data: dict, file: str) -> None:
-    if raw["d_model"] % raw["n_head"]:
+    if "head_dim" not in raw and raw["d_model"] % raw["n_head"]:
         raise InputError(f"expected n_head to divide d_model ({raw['d_model']}), "
                          f"got {raw['n_head']}", file=file, path="$.model.n_head")
     kv = raw.get("n_kv_head", raw["n_head"])
@@ -71,8 +72,8 @@ def _norm(b, m, x, w, name) -> Tensor:
 def build(b: TraceBuilder, m: DecoderOnlyTransformer, batch: int,
           seq: int) -> tuple[Tensor, Tensor]:
     """Emit the forward pass of a language-model step; return (logits, target)."""
-    e, f, hd = m.d_model, m.ff, m.head_dim
-    kv_dim = m.kv_heads * hd
+    e, f, hd = m.d_model, m.ff, m.hd
+    inner, kv_dim = m.n_head * hd, m.kv_heads * hd
 
     def lin(name, n_out, n_in):
         w = b.parameter(f"{name}.weight", (n_out, n_in))
@@ -90,12 +91,12 @@ def build(b: TraceBuilder, m: DecoderOnlyTransformer, batch: int,
         p = f"h.{i}"
         blk = {"ln1": norm_params(f"{p}.ln_1")}
         if m.kv_heads == m.n_head and m.positions == "learned":
-            blk["qkv"] = lin(f"{p}.attn.c_attn", 3 * e, e)        # one packed projection
+            blk["qkv"] = lin(f"{p}.attn.c_attn", 3 * inner, e)    # one packed projection
         else:
-            blk["q"] = lin(f"{p}.attn.q_proj", e, e)
+            blk["q"] = lin(f"{p}.attn.q_proj", inner, e)
             blk["k"] = lin(f"{p}.attn.k_proj", kv_dim, e)
             blk["v"] = lin(f"{p}.attn.v_proj", kv_dim, e)
-        blk["o"] = lin(f"{p}.attn.c_proj", e, e)
+        blk["o"] = lin(f"{p}.attn.c_proj", e, inner)
         blk["ln2"] = norm_params(f"{p}.ln_2")
         if m.mlp == "swiglu":
             blk["gate"] = lin(f"{p}.mlp.gate_proj", f, e)
@@ -138,7 +139,7 @@ def build(b: TraceBuilder, m: DecoderOnlyTransformer, batch: int,
                 v = L.copy(b, v, q.shape, f"{p}.attn.repeat_v")
         att = b.checkpointed("selective", lambda q=q, k=k, v=v, p=p: L.attention(
             b, q, k, v, shape, m.dropout, f"{p}.attn.sdpa"))
-        merged = L.copy(b, att, (batch, seq, e), f"{p}.attn.heads_merge")
+        merged = L.copy(b, att, (batch, seq, inner), f"{p}.attn.heads_merge")
         y = L.dropout(b, L.linear(b, merged, *blk["o"], f"{p}.attn.c_proj"), m.dropout,
                       f"{p}.attn.resid_dropout")
         x = L.add(b, x, y, f"{p}.attn.residual")

@@ -22,6 +22,7 @@ class EncoderOnlyTransformer:
     max_positions: int = 512
     type_vocab_size: int = 2
     dropout: float = 0.1
+    head_dim: int | None = None      # None: d_model / n_head (pruned heads keep theirs)
 
     @classmethod
     def from_dict(cls, raw: dict) -> EncoderOnlyTransformer:
@@ -29,7 +30,7 @@ class EncoderOnlyTransformer:
 
 
 def check(raw: dict, data: dict, file: str) -> None:
-    if raw["d_model"] % raw["n_head"]:
+    if "head_dim" not in raw and raw["d_model"] % raw["n_head"]:
         raise InputError(f"expected n_head to divide d_model ({raw['d_model']}), "
                          f"got {raw['n_head']}", file=file, path="$.model.n_head")
     if "seq_len" not in data:
@@ -44,7 +45,8 @@ def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,
           seq: int) -> tuple[Tensor, Tensor]:
     """Emit the forward pass of a masked-LM step; return (logits, target)."""
     e, f = m.d_model, m.d_ff or 4 * m.d_model
-    hd = e // m.n_head
+    hd = m.head_dim or e // m.n_head
+    inner = m.n_head * hd
 
     def lin(name, n_out, n_in):
         return (b.parameter(f"{name}.weight", (n_out, n_in)), b.parameter(f"{name}.bias", (n_out,)))
@@ -59,10 +61,10 @@ def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,
     layers = []
     for i in range(m.n_layer):
         p = f"bert.encoder.layer.{i}"
-        layers.append({"q": lin(f"{p}.attention.self.query", e, e),
-                       "k": lin(f"{p}.attention.self.key", e, e),
-                       "v": lin(f"{p}.attention.self.value", e, e),
-                       "o": lin(f"{p}.attention.output.dense", e, e),
+        layers.append({"q": lin(f"{p}.attention.self.query", inner, e),
+                       "k": lin(f"{p}.attention.self.key", inner, e),
+                       "v": lin(f"{p}.attention.self.value", inner, e),
+                       "o": lin(f"{p}.attention.output.dense", e, inner),
                        "ln1": ln(f"{p}.attention.output.LayerNorm"),
                        "fc": lin(f"{p}.intermediate.dense", f, e),
                        "proj": lin(f"{p}.output.dense", e, f),
@@ -87,7 +89,7 @@ def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,
         v = L.linear(b, x, *w["v"], f"{p}.value")
         att = b.checkpointed("selective", lambda q=q, k=k, v=v, p=p: L.attention(
             b, q, k, v, shape, m.dropout, f"{p}.sdpa"))
-        merged = L.copy(b, att, (batch, seq, e), f"{p}.heads_merge")
+        merged = L.copy(b, att, (batch, seq, inner), f"{p}.heads_merge")
         y = L.dropout(b, L.linear(b, merged, *w["o"], f"{p}.attention.output"), m.dropout,
                       f"{p}.attention.dropout")
         x = L.layer_norm(b, L.add(b, y, x, f"{p}.attention.residual"), *w["ln1"],
