@@ -380,3 +380,25 @@ def test_structured_pruning():
                  + (e * f + f) + (f * e + e))
     embeddings = 50257 * e + 1024 * e
     assert build_trace(spec).parameter_count == embeddings + layers * per_layer + 2 * e
+
+
+@pytest.mark.parametrize("name", ["gpt2-small", "transformer", "resnet50", "cnn", "bert-base"])
+def test_int8_weight_quantization(name):
+    spec = load_workload(name)
+    plain = build_trace(spec)
+    q = build_trace(dataclasses.replace(
+        spec, execution=dataclasses.replace(spec.execution, weight_quantization="int8")))
+    assert q.parameter_count == plain.parameter_count
+    frozen = [p for p in q.parameters if not p.requires_grad]
+    assert frozen and all(p.dtype == "int8" for p in frozen)
+    assert q.parameter_bytes < plain.parameter_bytes
+    # frozen weights get no gradient and no optimizer state; everything else still trains
+    grads = [t for t in q.tensors if t.category is Category.GRADIENT]
+    assert len(grads) == len(q.parameters) - len(frozen)
+    assert q.optimizer_state_bytes < plain.optimizer_state_bytes
+    # the forward pass does the same matmuls on weights dequantized once per pass
+    assert q.flops(Phase.FORWARD) == plain.flops(Phase.FORWARD)
+    assert q.flops(Phase.BACKWARD) < plain.flops(Phase.BACKWARD)
+    dequant = [op for op in q.ops_in(Phase.FORWARD) if op.name.endswith(".dequantize")]
+    assert len(dequant) == len(frozen)
+    assert profile(q).peak_bytes < profile(plain).peak_bytes

@@ -97,7 +97,8 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
         optimizer=_optimizer(training["optimizer"], file),
         execution=Execution(**training.get("execution", {}),
                             checkpointing=training.get("checkpointing", "none"),
-                            autocast=None if amp == "none" else amp),
+                            autocast=None if amp == "none" else amp,
+                            weight_quantization=training.get("weight_quantization")),
         loss_scaling=training.get("loss_scaling", amp == "fp16"), path=file)
 
 

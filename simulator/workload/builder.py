@@ -36,6 +36,7 @@ class Execution:
     allow_tf32_conv: bool = True      # torch.backends.cudnn.allow_tf32 (default True)
     checkpointing: str = "none"       # none | selective (attention cores) | full (every block)
     autocast: str | None = None       # torch.autocast's low-precision type (fp16, bf16) or None
+    weight_quantization: str | None = None  # int8: frozen int8 matmul weights, dequantized
 
 
 def _access(a: AccessLike) -> Access:
@@ -58,6 +59,7 @@ class TraceBuilder:
         self.causal_attention_flops = 0  # FLOPs (forward and backward) of causal attention
         self.op_prefix = ""  # names ops of one micro-batch apart from another's
         self.cast_cache: dict[int, Tensor] = {}  # autocast's per-forward copies of weights
+        self.quant_scales: dict[int, Tensor] = {}  # int8 weight -> its per-channel scales
         self._by_name: dict[str, Tensor] = {}
         self._tape: list[Callable[[], None]] = []
         self._grads: dict[int, Tensor] = {}
@@ -71,8 +73,19 @@ class TraceBuilder:
         self.tensors.append(t)
         return t
 
-    def parameter(self, name: str, shape: Iterable[int]) -> Tensor:
-        """A parameter by name: a later micro-batch asking again gets the same tensor."""
+    def parameter(self, name: str, shape: Iterable[int], matmul_weight: bool = False) -> Tensor:
+        """A parameter by name: a later micro-batch asking again gets the same tensor. With int8
+        weight quantization a matmul or convolution weight is stored as frozen int8 with one
+        fp32 scale per output channel (a buffer), dequantized where it is used."""
+        found = self._by_name.get(name)
+        if found is not None:
+            return found
+        shape = tuple(shape)
+        if matmul_weight and self.execution.weight_quantization == "int8":
+            w = self._persistent(name, shape, Category.PARAMETER, "int8")
+            w.requires_grad = False
+            self.quant_scales[w.id] = self.buffer(f"{name}.scale", (shape[0],), "fp32")
+            return w
         return self._persistent(name, shape, Category.PARAMETER, None)
 
     def _persistent(self, name: str, shape: Iterable[int], category: Category,

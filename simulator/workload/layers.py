@@ -38,7 +38,10 @@ def cast(b: TraceBuilder, x: Tensor, dtype: str, name: str) -> Tensor:
 
 def autocast_low(b: TraceBuilder, t: Tensor | None) -> Tensor | None:
     """An input of a matmul-class op under torch.autocast: cast to the low-precision type, a
-    weight once per forward pass (autocast caches those casts)."""
+    weight once per forward pass (autocast caches those casts). An int8 weight is dequantized
+    to the compute type first, also once per forward pass."""
+    if t is not None and t.dtype == "int8" and t.id in b.quant_scales:
+        t = _dequantized(b, t)
     low = b.execution.autocast
     if t is None or low is None or t.dtype != "fp32":
         return t
@@ -48,6 +51,16 @@ def autocast_low(b: TraceBuilder, t: Tensor | None) -> Tensor | None:
             c = b.cast_cache[t.id] = cast(b, t, low, f"{t.name}.to_{low}")
         return c
     return cast(b, t, low, f"{b.op_prefix}{t.name}.to_{low}")
+
+
+def _dequantized(b: TraceBuilder, w: Tensor) -> Tensor:
+    key = -1 - w.id  # beside autocast's entries in the per-forward cache
+    found = b.cast_cache.get(key)
+    if found is None:
+        found = b.cast_cache[key] = b.activation(f"{w.name}.dequantized", w.shape,
+                                                 dtype=b.execution.autocast or b.dtype)
+        b.op(f"{w.name}.dequantize", "elementwise", [w, b.quant_scales[w.id]], [found])
+    return found
 
 
 def autocast_fp32(b: TraceBuilder, t: Tensor) -> Tensor:
@@ -67,7 +80,7 @@ def linear(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, name: str
     wb = out_f * in_f * DTYPE_BYTES[w.dtype]
     bb = (bias.nbytes * out_f // bias.shape[0]) if bias is not None else 0
     lead = x.shape[:-1] if x.shape[-1] == in_f else (rows,)  # a flattened view of x
-    y = b.activation(f"{name}.out", lead + (out_f,), x, w)
+    y = b.activation(f"{name}.out", lead + (out_f,), x, w, *([bias] if bias is not None else []))
     flops = 2 * rows * in_f * out_f
     reads = [x, part(w, wb)] + ([part(bias, bb)] if bias is not None else [])
     _mm(b, name, reads, [y], flops)
@@ -80,22 +93,27 @@ def linear(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, name: str
             gx = b.new_grad(x)
             _mm(b, f"{name}.grad_input", [gy, part(w, wb)], [gx], flops)
             b.accumulate(x, gx)
-        if w_shape is None:
-            gw = b.new_grad(w)
+        packed = w_shape is not None  # a slice of a packed weight: the caller concatenates
+        if w.requires_grad:  # a frozen (quantized) weight gets none
+            if packed:
+                gw = b.temporary(f"grad({name}.weight_slice)", w_shape, w.dtype)
+            else:
+                gw = b.new_grad(w)
             _mm(b, f"{name}.grad_weight", [gy, x], [gw], flops)
-            b.accumulate(w, gw)
-            if bias is not None:
-                gb = b.new_grad(bias)
-                b.op(f"{name}.grad_bias", "reduction", [gy], [gb])
-                b.accumulate(bias, gb)
-        else:  # a slice of a packed weight: the slice gradients are concatenated by the caller
-            gw = b.temporary(f"grad({name}.weight_slice)", w_shape, w.dtype)
-            _mm(b, f"{name}.grad_weight", [gy, x], [gw], flops)
-            b.slice_grads.setdefault(w.id, []).append(gw)
-            if bias is not None:
+            if packed:
+                b.slice_grads.setdefault(w.id, []).append(gw)
+            else:
+                b.accumulate(w, gw)
+        if bias is not None and bias.requires_grad:
+            if packed:
                 gb = b.temporary(f"grad({name}.bias_slice)", (out_f,), bias.dtype)
-                b.op(f"{name}.grad_bias", "reduction", [gy], [gb])
+            else:
+                gb = b.new_grad(bias)
+            b.op(f"{name}.grad_bias", "reduction", [gy], [gb])
+            if packed:
                 b.slice_grads.setdefault(bias.id, []).append(gb)
+            else:
+                b.accumulate(bias, gb)
 
     b.on_backward(backward)
     return y
@@ -397,7 +415,8 @@ def conv2d(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, stride: i
     c_out, _, kh, kw = w.shape
     ho = (h + 2 * padding - kh) // stride + 1
     wo = (wd + 2 * padding - kw) // stride + 1
-    y = b.activation(f"{name}.out", (n, c_out, ho, wo), x, w)
+    y = b.activation(f"{name}.out", (n, c_out, ho, wo), x, w,
+                     *([bias] if bias is not None else []))
     flops = 2 * n * c_out * ho * wo * c_in * kh * kw
     reads = [x, w] + ([bias] if bias is not None else [])
     _mm(b, name, reads, [y], flops, kind="conv")
@@ -410,9 +429,10 @@ def conv2d(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, stride: i
             gx = b.new_grad(x)
             _mm(b, f"{name}.grad_input", [gy, w], [gx], flops, kind="conv")
             b.accumulate(x, gx)
-        gw = b.new_grad(w)
-        _mm(b, f"{name}.grad_weight", [gy, x], [gw], flops, kind="conv")
-        b.accumulate(w, gw)
+        if w.requires_grad:
+            gw = b.new_grad(w)
+            _mm(b, f"{name}.grad_weight", [gy, x], [gw], flops, kind="conv")
+            b.accumulate(w, gw)
         if bias is not None:
             gb = b.new_grad(bias)
             b.op(f"{name}.grad_bias", "reduction", [gy], [gb])

@@ -123,7 +123,7 @@ def update_for(spec: OptimizerSpec) -> Update:
 def step(b: TraceBuilder, spec: OptimizerSpec, unscale: bool = False) -> None:
     """Append the optimizer phase to the trace (after GradScaler's unscale, when scaling)."""
     b.phase = Phase.OPTIMIZER
-    params = list(b.parameters)
+    params = [p for p in b.parameters if p.requires_grad]  # frozen weights are not stepped
     grads = [b.param_grad(p) for p in params]
     if unscale:  # _amp_foreach_non_finite_check_and_unscale_: every gradient read and written
         found_inf = b.temporary("grad_scaler.found_inf", (1,), "fp32")

@@ -65,12 +65,14 @@ def build(b: TraceBuilder, raw: dict, batch: int) -> tuple[Tensor, Tensor]:
         kind = layer["type"]
         if kind == "conv2d":
             k = layer["kernel_size"]
-            wt = b.parameter(f"{name}.weight", (layer["out_channels"], shape[0], k, k))
+            wt = b.parameter(f"{name}.weight", (layer["out_channels"], shape[0], k, k),
+                             matmul_weight=True)
             bias = b.parameter(f"{name}.bias", (layer["out_channels"],)) \
                 if layer.get("bias", True) else None
             params.append((wt, bias))
         elif kind == "linear":
-            wt = b.parameter(f"{name}.weight", (layer["out_features"], shape[0]))
+            wt = b.parameter(f"{name}.weight", (layer["out_features"], shape[0]),
+                             matmul_weight=True)
             bias = b.parameter(f"{name}.bias", (layer["out_features"],)) \
                 if layer.get("bias", True) else None
             params.append((wt, bias))

@@ -76,7 +76,7 @@ def build(b: TraceBuilder, m: DecoderOnlyTransformer, batch: int,
     inner, kv_dim = m.n_head * hd, m.kv_heads * hd
 
     def lin(name, n_out, n_in):
-        w = b.parameter(f"{name}.weight", (n_out, n_in))
+        w = b.parameter(f"{name}.weight", (n_out, n_in), matmul_weight=True)
         return w, (b.parameter(f"{name}.bias", (n_out,)) if m.bias else None)
 
     def norm_params(name):
@@ -107,7 +107,8 @@ def build(b: TraceBuilder, m: DecoderOnlyTransformer, batch: int,
             blk["proj"] = lin(f"{p}.mlp.c_proj", e, f)
         blocks.append(blk)
     ln_f = norm_params("ln_f")
-    lm_head = wte if m.tie_embeddings else b.parameter("lm_head.weight", (m.vocab_size, e))
+    lm_head = wte if m.tie_embeddings else b.parameter("lm_head.weight", (m.vocab_size, e),
+                                                                 matmul_weight=True)
 
     idx = b.tensor("tokens", (batch, seq), Category.INPUT, "int64")
     target = b.tensor("target", (batch * seq,), Category.INPUT, "int64")

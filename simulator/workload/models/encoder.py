@@ -49,7 +49,8 @@ def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,
     inner = m.n_head * hd
 
     def lin(name, n_out, n_in):
-        return (b.parameter(f"{name}.weight", (n_out, n_in)), b.parameter(f"{name}.bias", (n_out,)))
+        return (b.parameter(f"{name}.weight", (n_out, n_in), matmul_weight=True),
+                b.parameter(f"{name}.bias", (n_out,)))
 
     def ln(name):
         return (b.parameter(f"{name}.weight", (e,)), b.parameter(f"{name}.bias", (e,)))

@@ -40,7 +40,7 @@ class _Builder:
         self.b = b
 
     def conv(self, name: str, c_out: int, c_in: int, k: int) -> Tensor:
-        return self.b.parameter(f"{name}.weight", (c_out, c_in, k, k))
+        return self.b.parameter(f"{name}.weight", (c_out, c_in, k, k), matmul_weight=True)
 
     def bn(self, name: str, c: int) -> tuple[Tensor, Tensor, list[Tensor]]:
         b = self.b
@@ -82,7 +82,7 @@ def build(b: TraceBuilder, m: ResNet, batch: int) -> tuple[Tensor, Tensor]:
             c_in = planes * expansion
             stage.append((p, blk))
         stages.append(stage)
-    fc_w = b.parameter("fc.weight", (m.num_classes, c_in))
+    fc_w = b.parameter("fc.weight", (m.num_classes, c_in), matmul_weight=True)
     fc_b = b.parameter("fc.bias", (m.num_classes,))
 
     x = b.tensor("images", (batch, m.in_channels, m.image_size, m.image_size), Category.INPUT)

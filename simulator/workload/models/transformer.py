@@ -47,15 +47,15 @@ class _Params:
         self.b = b
 
         def mha(p: str) -> dict[str, Tensor]:
-            return {"in_w": b.parameter(f"{p}.in_proj_weight", (3 * e, e)),
+            return {"in_w": b.parameter(f"{p}.in_proj_weight", (3 * e, e), True),
                     "in_b": b.parameter(f"{p}.in_proj_bias", (3 * e,)),
-                    "out_w": b.parameter(f"{p}.out_proj.weight", (e, e)),
+                    "out_w": b.parameter(f"{p}.out_proj.weight", (e, e), True),
                     "out_b": b.parameter(f"{p}.out_proj.bias", (e,))}
 
         def ff_and_norms(p: str, norms: int) -> dict[str, Tensor]:
-            d = {"l1w": b.parameter(f"{p}.linear1.weight", (f, e)),
+            d = {"l1w": b.parameter(f"{p}.linear1.weight", (f, e), True),
                  "l1b": b.parameter(f"{p}.linear1.bias", (f,)),
-                 "l2w": b.parameter(f"{p}.linear2.weight", (e, f)),
+                 "l2w": b.parameter(f"{p}.linear2.weight", (e, f), True),
                  "l2b": b.parameter(f"{p}.linear2.bias", (e,))}
             for i in range(1, norms + 1):
                 d[f"n{i}w"] = b.parameter(f"{p}.norm{i}.weight", (e,))
@@ -81,7 +81,7 @@ class _Params:
         else:
             self.src_emb = b.parameter("src_embedding.weight", (m.vocab_size, e))
             self.tgt_emb = b.parameter("tgt_embedding.weight", (m.vocab_size, e))
-        self.fc_w = b.parameter("fc.weight", (m.vocab_size, e))
+        self.fc_w = b.parameter("fc.weight", (m.vocab_size, e), True)
         self.fc_b = b.parameter("fc.bias", (m.vocab_size,))
 
 
