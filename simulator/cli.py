@@ -176,6 +176,27 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_capture(args: argparse.Namespace) -> int:
+    import warnings
+    from pathlib import Path
+
+    from simulator.workload import tracefile
+    from simulator.workload.capture import capture, load_function
+
+    func = load_function(args.target)
+    name = args.name or args.target.rsplit(":", 1)[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch's own advice on its modules, not ours
+        trace = capture(func, name)
+    dtypes = [p.dtype for p in trace.parameters]
+    captured = {"function": args.target, "optimizer": capture.last_optimizer,
+                "dtype": max(set(dtypes), key=dtypes.count) if dtypes else "fp32"}
+    tracefile.write(trace, Path(args.output), captured=captured)
+    print(f"captured {args.target}: {trace.parameter_count:,} parameters, {len(trace.ops):,} ops, "
+          f"{trace.flops():,} FLOP; wrote {args.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m simulator",
@@ -204,6 +225,15 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("workload", help="workload JSON file, or a shipped workload's name")
     tr.add_argument("-o", "--output", required=True, help="trace file to write (.jsonl)")
     tr.set_defaults(func=cmd_trace)
+
+    cap = sub.add_parser("capture", help="record a PyTorch training step (on the meta device) "
+                                         "as a trace file; needs pip install '.[torch]'")
+    cap.add_argument("target", help="MODULE:FUNCTION (or path/to/file.py:FUNCTION); "
+                                    "FUNCTION(device) returns a step() that runs one training "
+                                    "step on device")
+    cap.add_argument("-o", "--output", required=True, help="trace file to write (.jsonl)")
+    cap.add_argument("--name", help="workload name in the trace (default: FUNCTION)")
+    cap.set_defaults(func=cmd_capture)
 
     dram = sub.add_parser("dram",
                           help="replay a raw address trace through the GDDR6 channel engine")

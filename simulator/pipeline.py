@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.config.hardware import Hardware, load_hardware
-from simulator.config.workload import WorkloadSpec, load_workload, parse_workload
+from simulator.config.workload import (
+    OptimizerSpec,
+    WorkloadSpec,
+    load_workload,
+    parse_workload,
+)
 from simulator.errors import InputError
 from simulator.estimate import MemoryModel, StepEstimate, estimate
 from simulator.workload import tracefile
@@ -44,10 +49,19 @@ def load_step(workload: WorkloadSpec | str | Path) -> tuple[WorkloadSpec, Trace]
     if str(workload).endswith(".jsonl"):
         path = Path(workload)
         trace, header = tracefile.read(path)
-        if not header.get("source"):
+        if header.get("source"):
+            return parse_workload(header["source"], str(path)), trace
+        captured = header.get("captured")
+        if not captured:
             raise InputError("expected the header's 'source' (the workload it was generated "
-                             "from)", file=f"{path}:1")
-        return parse_workload(header["source"], str(path)), trace
+                             "from) or 'captured'", file=f"{path}:1")
+        spec = WorkloadSpec(
+            name=header["workload"], description=f"captured from {captured['function']}",
+            model={"type": "captured"}, batch_size=0, src_seq_len=None, tgt_seq_len=None,
+            seq_len=None, micro_batches=1, dtype=captured["dtype"], loss="as captured",
+            optimizer=OptimizerSpec(captured["optimizer"].lower(), implementation="as captured"),
+            path=str(path))
+        return spec, trace
     spec = load_workload(workload)
     return spec, build_trace(spec)
 

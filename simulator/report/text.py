@@ -74,7 +74,7 @@ def hardware_details(hw: Hardware) -> str:
 def run_report(r: RunResult, top: int = 10) -> str:
     est, trace, mem, spec, hw = r.estimate, r.trace, r.memory, r.workload, r.hardware
     cap = hw.memory.capacity_bytes
-    shape = f"batch {spec.batch_size}"
+    shape = f"batch {spec.batch_size}" if spec.batch_size else "batch as captured"
     if spec.src_seq_len:
         shape += f", sequence {spec.src_seq_len} (source) / {spec.tgt_seq_len} (target)"
     if spec.seq_len:

@@ -44,9 +44,12 @@ def _largest_fitting(lo: int, hi: int, fits: Callable[[int], bool]) -> int | Non
 
 
 def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Remedy]:
-    """Each remedy alone (and all at once), for a step whose peak exceeds `capacity`."""
+    """Each remedy alone (and all at once), for a step whose peak exceeds `capacity`. A
+    captured trace has no workload to regenerate: only sharding applies to it."""
     out: list[Remedy] = []
     ex = spec.execution
+    if spec.model["type"] == "captured":
+        return _sharding(base, capacity)
 
     # smaller batch (per optimizer step, one micro-batch)
     if spec.batch_size > 1:
@@ -97,21 +100,7 @@ def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Rem
             spec.optimizer, state_dtype="int8")))
         out.append(Remedy("8-bit optimizer state", "optimizer state_dtype int8", p,
                           p <= capacity))
-    # sharding over N data-parallel GPUs (ZeRO stages; live bytes per GPU)
-    stages = (("ZeRO-1: optimizer state sharded", (Category.OPTIMIZER_STATE,)),
-              ("ZeRO-2: optimizer state and gradients sharded",
-               (Category.OPTIMIZER_STATE, Category.GRADIENT)),
-              ("ZeRO-3 / FSDP: state, gradients and parameters sharded",
-               (Category.OPTIMIZER_STATE, Category.GRADIENT, Category.PARAMETER)))
-    for label, cats in stages:
-        best = None
-        for n in GPU_COUNTS:
-            p = base.peak_scaled({c: 1 / n for c in cats})
-            best = Remedy(label, f"{n} GPUs", p, p <= capacity)
-            if best.fits:
-                break
-        if best is not None:
-            out.append(best)
+    out += _sharding(base, capacity)
     # everything at once
     combined = dataclasses.replace(
         spec, execution=dataclasses.replace(ex, checkpointing="full",
@@ -121,4 +110,21 @@ def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Rem
     p = _peak(combined)
     out.append(Remedy("combined", "full checkpointing + mixed precision + 8-bit state", p,
                       p <= capacity))
+    return out
+
+
+def _sharding(base: MemoryProfile, capacity: int) -> list[Remedy]:
+    """Sharding over N data-parallel GPUs (ZeRO stages): the live bytes of one GPU."""
+    stages = (("ZeRO-1: optimizer state sharded", (Category.OPTIMIZER_STATE,)),
+              ("ZeRO-2: optimizer state and gradients sharded",
+               (Category.OPTIMIZER_STATE, Category.GRADIENT)),
+              ("ZeRO-3 / FSDP: state, gradients and parameters sharded",
+               (Category.OPTIMIZER_STATE, Category.GRADIENT, Category.PARAMETER)))
+    out = []
+    for label, cats in stages:
+        for n in GPU_COUNTS:
+            p = base.peak_scaled({c: 1 / n for c in cats})
+            if p <= capacity or n == GPU_COUNTS[-1]:
+                out.append(Remedy(label, f"{n} GPUs", p, p <= capacity))
+                break
     return out

@@ -36,9 +36,11 @@ FORMAT = "gddr6-roofline-sim/trace"
 FORMAT_VERSION = 1
 
 
-def records(trace: Trace, source: dict | None = None) -> Iterator[dict[str, Any]]:
+def records(trace: Trace, source: dict | None = None,
+            captured: dict | None = None) -> Iterator[dict[str, Any]]:
     yield {"format": FORMAT, "format_version": FORMAT_VERSION, "workload": trace.workload,
-           "source": source, "tensors": len(trace.tensors), "ops": len(trace.ops),
+           "source": source, "captured": captured, "tensors": len(trace.tensors),
+           "ops": len(trace.ops),
            "causal_attention_flops": trace.causal_attention_flops}
     for t in trace.tensors:
         yield {"tensor": t.id, "name": t.name, "shape": list(t.shape), "dtype": t.dtype,
@@ -55,13 +57,14 @@ def records(trace: Trace, source: dict | None = None) -> Iterator[dict[str, Any]
         yield {"release": tid, "at": at}
 
 
-def write(trace: Trace, path: Path, source: dict | None = None) -> None:
+def write(trace: Trace, path: Path, source: dict | None = None,
+          captured: dict | None = None) -> None:
     """Write atomically: a temporary file beside the target, renamed when complete."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for rec in records(trace, source):
+            for rec in records(trace, source, captured):
                 f.write(json.dumps(rec, separators=(",", ":")))
                 f.write("\n")
         umask = os.umask(0)
