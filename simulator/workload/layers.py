@@ -211,6 +211,24 @@ def add(b: TraceBuilder, x: Tensor, y: Tensor, name: str) -> Tensor:
     return z
 
 
+def _norm_backward(b: TraceBuilder, name: str, x: Tensor, y: Tensor, params: list[Tensor],
+                   reads: list[Tensor]) -> None:
+    """A normalization's backward: one kernel reads grad(y) and the saved `reads`, and writes
+    the gradients of x and of each parameter."""
+    def backward() -> None:
+        gy = b.grad_of(y)
+        if gy is None:
+            return
+        gx = b.new_grad(x)
+        grads = [b.new_grad(p) for p in params]
+        b.op(f"{name}.backward", "norm", [gy, *reads], [gx, *grads])
+        for p, g in zip(params, grads, strict=True):
+            b.accumulate(p, g)
+        b.accumulate(x, gx)
+
+    b.on_backward(backward)
+
+
 def layer_norm(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor, name: str) -> Tensor:
     x = autocast_fp32(b, x)
     rows = x.numel // x.shape[-1]
@@ -218,20 +236,7 @@ def layer_norm(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor, name: str) -
     mean = b.activation(f"{name}.mean", (rows,), dtype="fp32")
     rstd = b.activation(f"{name}.rstd", (rows,), dtype="fp32")
     b.op(name, "norm", [x, w, bias], [y, mean, rstd])
-
-    def backward() -> None:
-        gy = b.grad_of(y)
-        if gy is None:
-            return
-        gx = b.new_grad(x)
-        gw = b.new_grad(w)
-        gb = b.new_grad(bias)
-        b.op(f"{name}.backward", "norm", [gy, x, mean, rstd, w], [gx, gw, gb])
-        b.accumulate(w, gw)
-        b.accumulate(bias, gb)
-        b.accumulate(x, gx)
-
-    b.on_backward(backward)
+    _norm_backward(b, name, x, y, [w, bias], [x, mean, rstd, w])
     return y
 
 
@@ -463,18 +468,7 @@ def rms_norm(b: TraceBuilder, x: Tensor, w: Tensor, name: str) -> Tensor:
     y = b.activation(f"{name}.out", x.shape, x, w)
     rstd = b.activation(f"{name}.rstd", (rows,), dtype="fp32")
     b.op(name, "norm", [x, w], [y, rstd])
-
-    def backward() -> None:
-        gy = b.grad_of(y)
-        if gy is None:
-            return
-        gx = b.new_grad(x)
-        gw = b.new_grad(w)
-        b.op(f"{name}.backward", "norm", [gy, x, rstd, w], [gx, gw])
-        b.accumulate(w, gw)
-        b.accumulate(x, gx)
-
-    b.on_backward(backward)
+    _norm_backward(b, name, x, y, [w], [x, rstd, w])
     return y
 
 
@@ -518,20 +512,7 @@ def batch_norm2d(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor, running: l
     mean = b.activation(f"{name}.save_mean", (c,), dtype="fp32")
     invstd = b.activation(f"{name}.save_invstd", (c,), dtype="fp32")
     b.op(name, "norm", [x, w, bias, *running], [y, mean, invstd, *running])
-
-    def backward() -> None:
-        gy = b.grad_of(y)
-        if gy is None:
-            return
-        gx = b.new_grad(x)
-        gw = b.new_grad(w)
-        gb = b.new_grad(bias)
-        b.op(f"{name}.backward", "norm", [gy, x, w, mean, invstd], [gx, gw, gb])
-        b.accumulate(w, gw)
-        b.accumulate(bias, gb)
-        b.accumulate(x, gx)
-
-    b.on_backward(backward)
+    _norm_backward(b, name, x, y, [w, bias], [x, w, mean, invstd])
     return y
 
 
