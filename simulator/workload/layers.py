@@ -196,8 +196,12 @@ def gelu(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
 
 
 def add(b: TraceBuilder, x: Tensor, y: Tensor, name: str) -> Tensor:
-    """A residual sum; its backward hands the same gradient to both inputs."""
-    z = b.activation(f"{name}.out", x.shape, x, y)
+    """A residual sum x + y into a new tensor."""
+    return _sum(b, x, y, b.activation(f"{name}.out", x.shape, x, y), name)
+
+
+def _sum(b: TraceBuilder, x: Tensor, y: Tensor, z: Tensor, name: str) -> Tensor:
+    """Emit z = x + y; its backward hands the same gradient to both inputs."""
     b.op(name, "elementwise", [x, y], [z])
 
     def backward() -> None:
@@ -528,17 +532,7 @@ def add_(b: TraceBuilder, x: Tensor, y: Tensor, name: str) -> Tensor:
     """x += y: the sum lands in x's storage; its backward hands the gradient to both."""
     z = b.inplace(x, f"{name}.out")
     z.requires_grad = x.requires_grad or y.requires_grad
-    b.op(name, "elementwise", [x, y], [z])
-
-    def backward() -> None:
-        gz = b.grad_of(z)
-        if gz is None:
-            return
-        b.accumulate(y, gz, share=True)
-        b.accumulate(x, gz, share=True)
-
-    b.on_backward(backward)
-    return z
+    return _sum(b, x, y, z, name)
 
 
 def adaptive_avg_pool2d(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
