@@ -120,3 +120,9 @@ def test_missing_trace_and_hbm_hardware(capsys, tmp_path):
     trace.write_text("0x0 READ 0\n")
     code, _, err = run_dram(capsys, str(trace), "--hardware", "h100-sxm")
     assert code == 2 and "GDDR6" in err and str(REPO / "hardware") in err
+
+
+def test_memory_only_hardware_is_refused_by_run(capsys):
+    code = main(["run", "cnn", "--hardware", str(VALIDATION)])
+    err = capsys.readouterr().err
+    assert code == 2 and "memory system only" in err and "at $.compute" in err

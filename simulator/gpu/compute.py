@@ -44,6 +44,10 @@ def ceiling(hw: Hardware, unit: Unit, math_dtype: str) -> Ceiling:
         value = hw.peak_tflops.get(key)
         if value:
             return Ceiling(key, value * TERA)
+    if not any(hw.peak_tflops.values()):
+        raise InputError("no compute peaks: this file describes a memory system only; expected "
+                         "a 'compute' block (the dram command needs none)", file=hw.path,
+                         path="$.compute")
     tried = ", ".join(table.get(math_dtype, ("fp32",)))
     raise InputError(f"no compute peak for {math_dtype} on the {unit.value} unit; expected a "
                      f"number for one of: {tried}", file=hw.path, path="$.compute.peak_tflops")

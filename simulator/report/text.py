@@ -42,7 +42,7 @@ def hardware_details(hw: Hardware) -> str:
         rows.append(["clocks", f"CK {m.ck_GHz * 1e3:.1f} MHz (data rate / 8), WCK "
                      f"{m.wck_GHz * 1e3:.1f} MHz ({m.wck_mode}: data rate / "
                      f"{4 if m.wck_mode == 'QDR' else 2})"])
-    cache = f"L2 {fmt_bytes(hw.l2_bytes)}"
+    cache = f"L2 {fmt_bytes(hw.l2_bytes)}" if hw.l2_bytes else "none stated"
     if hw.last_level_cache_bytes:
         cache += f" + {fmt_bytes(hw.last_level_cache_bytes)} last-level (Infinity Cache)"
     rows.append(["caches", cache])
