@@ -6,9 +6,11 @@ as `simulator._data.hardware` and `simulator._data.workloads` (see pyproject.tom
 
 from __future__ import annotations
 
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,6 +19,8 @@ def _data_dir(kind: str) -> Traversable:
     checkout = _REPO_ROOT / kind
     if checkout.is_dir() and (_REPO_ROOT / "pyproject.toml").is_file():
         return checkout
+    from importlib import resources  # only outside a checkout (saves start-up time)
+
     return resources.files(f"simulator._data.{kind}")
 
 

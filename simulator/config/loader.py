@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +15,13 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from simulator.errors import InputError, json_path
 
+SCHEMAS = Path(__file__).resolve().parent / "schemas"  # package data, beside this module
+
 
 @cache
 def schema(name: str) -> dict[str, Any]:
     """A shipped schema by name: 'hardware' or 'workload'."""
-    text = resources.files("simulator.config.schemas").joinpath(f"{name}.schema.json").read_text()
-    return json.loads(text)
+    return json.loads((SCHEMAS / f"{name}.schema.json").read_text(encoding="utf-8"))
 
 
 def read_json(path: Path) -> Any:
