@@ -137,7 +137,8 @@ def concat_slice_grads(b: TraceBuilder, param: Tensor, name: str) -> None:
 def embedding(b: TraceBuilder, idx: Tensor, w: Tensor, name: str) -> Tensor:
     rows = idx.numel
     dim = w.shape[1]
-    row_bytes = rows * dim * w.nbytes // w.numel
+    # one row per index, but never more than the table: repeated rows come from cache
+    row_bytes = min(rows * dim * w.nbytes // w.numel, w.nbytes)
     y = b.activation(f"{name}.out", idx.shape + (dim,), w)
     b.op(name, "embedding", [idx, gather(w, row_bytes)], [y])
 
