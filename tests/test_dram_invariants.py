@@ -162,3 +162,16 @@ def test_hbm_is_refused_with_a_clear_error():
 
     with pytest.raises(InputError, match="GDDR6"):
         MemorySystem.from_hardware(load_hardware("a100-40gb"))
+
+
+def test_feeding_after_a_drain_carries_the_clock_on():
+    """The replay hands over one op's requests, waits for them, then the next op's."""
+    ms = validation_system()
+    first = ms.feed(np.arange(1000, dtype=np.uint64) * 32, np.zeros(1000, np.int64), final=True)
+    end = ms.stats().cycles
+    assert first.max() == end
+    second = ms.feed(np.arange(1000, 2000, dtype=np.uint64) * 32, np.zeros(1000, np.int64),
+                     np.full(1000, end, np.int64), final=True)
+    t = ms.timing
+    assert second.min() >= end + t.nCL + t.nBL
+    assert ms.stats().requests == 2000 and ms.stats().cycles == second.max()

@@ -184,10 +184,10 @@ class MemorySystem:
 
     def feed(self, addresses: np.ndarray, is_write: np.ndarray, arrival: np.ndarray | None = None,
              final: bool = True, want_completion: bool = True) -> np.ndarray:
-        """Hand over requests in order (arrival in CK cycles, non-decreasing order of service);
-        returns each request's completion cycle (-1 where it completes in a later call)."""
-        if self._finished:
-            raise RuntimeError("this memory system has finished; make a new one")
+        """Hand over requests in order (arrival in CK cycles; an arrival already past waits for
+        the current cycle). With `final` the system runs until every request handed over so far
+        has completed; more may be fed afterwards, and the clock carries on. Returns each
+        request's completion cycle (-1 where it completes in a later call)."""
         n = len(addresses)
         addresses = np.ascontiguousarray(addresses, dtype=np.uint64)
         is_write = np.ascontiguousarray(is_write, dtype=np.int64)
@@ -209,7 +209,7 @@ class MemorySystem:
               self._caps, c.write_high_watermark, c.write_low_watermark, c.scheduler == "fcfs",
               c.page_policy == "closed", c.refresh == "per_bank",
               t.nBL, t.nCL, t.nFAW, t.nREFI, self.org.banks_per_group, self.org.banks)
-        self._finished = final
+        self._finished = self._finished or final
         return completion
 
     def run_trace(self, path: Path) -> DramStats:
