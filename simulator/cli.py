@@ -25,6 +25,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simulator.report.text import run_report
 
     result = analyze(args.workload, load_hardware(args.hardware))
+    if args.out:
+        from pathlib import Path
+
+        from simulator.report.outputs import write_outputs
+
+        written = write_outputs(result, Path(args.out))
+        if not args.json:
+            print(f"wrote {len(written)} files to {args.out}: "
+                  + ", ".join(p.name for p in written), file=sys.stderr)
     if args.json:
         _print_json(run_doc(result))
     else:
@@ -211,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="hardware name (see 'hardware list') or JSON file (default: t4)")
     run.add_argument("--json", action="store_true", help="print one JSON document")
     run.add_argument("--top", type=int, default=10, help="ops to list by time (default: 10)")
+    run.add_argument("--out", metavar="DIR", help="also write the JSON, text, roofline, "
+                     "bandwidth and memory plots (PNG, SVG) and a self-contained HTML report")
     run.set_defaults(func=cmd_run)
 
     mem = sub.add_parser("memory", help="peak device memory of a training step against a card's "

@@ -44,6 +44,7 @@ def test_run_json_contract(capsys):
         assert keys <= set(op)
         assert op["bound"] in ("compute", "memory")
         assert op["time_s"] == pytest.approx(max(op["compute_time_s"], op["memory_time_s"]))
+        assert op["achieved_bandwidth_GBps"] <= doc["hardware"]["peak_bandwidth_GBps"] * 1.000001
     assert doc["step_time_s"] == pytest.approx(sum(op["time_s"] for op in ops))
     assert sum(op["flops"] for op in ops) == flops["total"]
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from simulator.config.hardware import Hardware
 from simulator.pipeline import RunResult
+from simulator.units import GB
 from simulator.workload.trace import PHASES
 
 FORMAT = "gddr6-roofline-sim/run"
@@ -94,6 +95,8 @@ def run_doc(r: RunResult) -> dict[str, Any]:
              "flops": o.op.flops, "bytes_read": o.op.bytes_read,
              "bytes_written": o.op.bytes_written, "time_s": o.time_s,
              "compute_time_s": o.compute_s, "memory_time_s": o.memory_s, "bound": o.bound,
+             "achieved_bandwidth_GBps": o.op.bytes_moved / o.time_s / GB if o.time_s else 0.0,
+             "achieved_flops_per_s": o.op.flops / o.time_s if o.time_s else 0.0,
              "arithmetic_intensity": _finite(o.op.arithmetic_intensity)}
             for o in est.ops
         ],

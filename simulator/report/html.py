@@ -1,0 +1,57 @@
+"""One self-contained HTML report (no external assets): summary, plots, tables."""
+
+from __future__ import annotations
+
+import base64
+import html
+
+from simulator.pipeline import RunResult
+from simulator.units import fmt_bytes, fmt_flops, fmt_seconds
+
+
+def _table(rows: list[list[str]]) -> str:
+    head, *body = rows
+    out = ["<table><thead><tr>", *(f"<th>{html.escape(c)}</th>" for c in head), "</tr></thead>",
+           "<tbody>"]
+    for row in body:
+        out += ["<tr>", *(f"<td>{html.escape(c)}</td>" for c in row), "</tr>"]
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def report(r: RunResult, pngs: dict[str, bytes]) -> str:
+    est, mem, hw, spec = r.estimate, r.memory, r.hardware, r.workload
+    cap = hw.memory.capacity_bytes
+    phases = [["phase", "ops", "FLOPs", "read", "written", "FLOP/B", "time", "bound"]]
+    for p in est.phases():
+        phases.append([p.phase.value, str(p.ops), fmt_flops(p.flops), fmt_bytes(p.bytes_read),
+                       fmt_bytes(p.bytes_written), f"{p.arithmetic_intensity:.1f}",
+                       fmt_seconds(p.time_s), p.bound])
+    ops = [["op", "phase", "kind", "FLOPs", "bytes", "FLOP/B", "time", "bound"]]
+    for o in est.slowest(25):
+        ops.append([o.op.name, o.op.phase.value, o.op.kind, fmt_flops(o.op.flops),
+                    fmt_bytes(o.op.bytes_moved), f"{o.op.arithmetic_intensity:.1f}",
+                    fmt_seconds(o.time_s), o.bound])
+    images = "".join(
+        f'<figure><img alt="{name}" src="data:image/png;base64,'
+        f'{base64.b64encode(data).decode()}"><figcaption>{name}</figcaption></figure>'
+        for name, data in pngs.items())
+    fits = "fits" if r.fits else "DOES NOT FIT"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>{html.escape(spec.name)} on {html.escape(hw.display_name)}</title>
+<style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}
+table{{border-collapse:collapse;font-size:13px;margin:1em 0}}
+td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}
+td:first-child,th:first-child{{text-align:left}} img{{max-width:100%}}</style></head><body>
+<h1>{html.escape(spec.name)} on {html.escape(hw.display_name)}</h1>
+<p id="summary">step time <b id="step-time">{fmt_seconds(est.step_time_s)}</b>
+({est.memory_model}); {r.trace.parameter_count:,} parameters; peak memory
+<b id="peak">{mem.peak_bytes:,} B</b> of {cap:,} B: {fits}; DRAM {hw.memory.type}
+{hw.memory.bus_width_bits}-bit at {hw.memory.data_rate_gbps:g} Gb/s per pin =
+{hw.memory.peak_bandwidth_GBps:.1f} GB/s peak.</p>
+<h2>Phases</h2>{_table(phases)}
+<h2>Plots</h2>{images}
+<h2>Slowest ops</h2>{_table(ops)}
+</body></html>
+"""

@@ -1,0 +1,42 @@
+"""`run --out DIR`: the plots and the HTML report are produced, valid, and agree with the JSON."""
+
+import base64
+import io
+import json
+import xml.etree.ElementTree as ET
+
+import matplotlib.image as mpimg
+
+from simulator.cli import main
+from simulator.units import fmt_seconds
+
+
+def test_report_files(tmp_path, capsys):
+    out = tmp_path / "report"
+    assert main(["run", "cnn", "--hardware", "a40", "--out", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    names = sorted(p.name for p in out.iterdir())
+    for plot in ("roofline", "bandwidth", "memory"):
+        assert f"cnn.{plot}.png" in names and f"cnn.{plot}.svg" in names
+        image = mpimg.imread(out / f"cnn.{plot}.png")
+        assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+        root = ET.parse(out / f"cnn.{plot}.svg").getroot()
+        assert root.tag.endswith("svg")
+    assert json.loads((out / "cnn.json").read_text()) == doc
+    html = (out / "cnn.html").read_text()
+    assert html.count("data:image/png;base64,") == 3 and "http" not in html.replace(
+        "http://www.w3.org", "")
+    embedded = html.split("data:image/png;base64,")[1].split('"')[0]
+    assert mpimg.imread(io.BytesIO(base64.b64decode(embedded)), format="png").ndim == 3
+    assert fmt_seconds(doc["step_time_s"]) in html
+    assert f"{doc['memory']['peak_bytes']:,} B" in html
+    assert fmt_seconds(doc["step_time_s"]) in (out / "cnn.txt").read_text()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
+
+
+def test_out_that_is_a_file_fails_cleanly(tmp_path, capsys):
+    target = tmp_path / "taken"
+    target.write_text("not a directory")
+    assert main(["run", "cnn", "--out", str(target)]) == 2
+    assert "expected a directory" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
