@@ -256,26 +256,28 @@ def build_parser() -> argparse.ArgumentParser:
     dram.add_argument("--json", action="store_true", help="print one JSON document")
     dram.set_defaults(func=cmd_dram)
 
-    hw = sub.add_parser("hardware", help="list or show the shipped hardware descriptions")
-    hw_sub = hw.add_subparsers(dest="action", required=True, metavar="ACTION")
-    hl = hw_sub.add_parser("list", help="every shipped device with its derived figures")
-    hl.add_argument("--json", action="store_true")
-    hl.set_defaults(func=cmd_hardware_list)
-    hs = hw_sub.add_parser("show", help="one device in full: clocks, timings, ridge points")
-    hs.add_argument("hardware", help="hardware name or JSON file")
-    hs.add_argument("--json", action="store_true")
-    hs.set_defaults(func=cmd_hardware_show)
-
-    wl = sub.add_parser("workloads", help="list or show the shipped workloads")
-    wl_sub = wl.add_subparsers(dest="action", required=True, metavar="ACTION")
-    wll = wl_sub.add_parser("list", help="every shipped workload with its size")
-    wll.add_argument("--json", action="store_true")
-    wll.set_defaults(func=cmd_workloads_list)
-    wls = wl_sub.add_parser("show", help="parameters, FLOPs and bytes per phase of a workload")
-    wls.add_argument("workload", help="workload JSON file, or a shipped workload's name")
-    wls.add_argument("--json", action="store_true")
-    wls.set_defaults(func=cmd_workloads_show)
+    _list_and_show(sub, "hardware", "list or show the shipped hardware descriptions",
+                   ("every shipped device with its derived figures", cmd_hardware_list),
+                   ("one device in full: clocks, timings, ridge points", cmd_hardware_show,
+                    "hardware name or JSON file"))
+    _list_and_show(sub, "workloads", "list or show the shipped workloads",
+                   ("every shipped workload with its size", cmd_workloads_list),
+                   ("parameters, FLOPs and bytes per phase of a workload", cmd_workloads_show,
+                    "workload JSON file, or a shipped workload's name"))
     return parser
+
+
+def _list_and_show(sub, name: str, help_text: str, listing: tuple, showing: tuple) -> None:
+    """A `NAME list` / `NAME show ITEM` pair of subcommands, each with --json."""
+    group = sub.add_parser(name, help=help_text)
+    actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
+    lst = actions.add_parser("list", help=listing[0])
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=listing[1])
+    show = actions.add_parser("show", help=showing[0])
+    show.add_argument(name.rstrip("s"), help=showing[2])
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=showing[1])
 
 
 def main(argv: list[str] | None = None) -> int:
