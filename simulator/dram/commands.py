@@ -2,6 +2,8 @@
 
 The engine applies the table when a command issues (Ramulator-style: each rule raises the
 earliest cycle at which a later command may issue at the same channel, bank group or bank).
+At most four ACTs (REFpb counts as one) fall in any nFAW window per channel: the engine keeps
+that window itself.
 The turnarounds follow the reference (shared/reference/dram_validation.md): RD->WR = nCL + 1;
 WR->RD = nCWL + nBL + nWTRS/L; WR->PRE = nCWL + nBL + nWR; RD->PRE = nRTP.
 """
@@ -9,8 +11,6 @@ WR->RD = nCWL + nBL + nWTRS/L; WR->PRE = nCWL + nBL + nWR; RD->PRE = nRTP.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
 
 from simulator.dram.timing import GDDR6Timing
 
@@ -80,11 +80,3 @@ def rules(t: GDDR6Timing) -> list[Rule]:
     return [Rule(level, p, n, lat) for level, prevs, nexts, lat in spec
             for p in prevs for n in nexts]
 
-
-def rule_array(t: GDDR6Timing) -> np.ndarray:
-    """(n, 4) int64: level, prev, next, latency; what the engine reads."""
-    return np.array([(r.level, r.prev, r.next, r.latency) for r in rules(t)], dtype=np.int64)
-
-
-# At most four ACTs (REFpb counts as one) in any nFAW window, per channel.
-FAW_COMMANDS = (ACT, REFPB)
