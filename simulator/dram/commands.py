@@ -1,4 +1,4 @@
-"""GDDR6 commands and the timing rules between them, in CK cycles: one table, two users.
+"""GDDR6 commands and the timing rules between them, in CK cycles, as one table.
 
 The engine applies the table when a command issues (Ramulator-style: each rule raises the
 earliest cycle at which a later command may issue at the same channel, bank group or bank).
