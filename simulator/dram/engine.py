@@ -31,7 +31,10 @@ N_SCALARS = 8
 # per-channel counters
 C_HIT, C_MISS, C_CONFLICT, C_BUSY, C_RW_SWITCH, C_WR_MODE, C_NEXT_REF, C_REF_BANK = range(8)
 C_LAST_COL, C_PENDING_REF, C_NEXT_TRY = 8, 9, 10
-N_CHANNEL_COUNTERS = 11
+# a lower bound on when an activated request can next issue (0: look again); bounds only grow,
+# so it holds until the active buffer changes
+C_ABUF_T = 11
+N_CHANNEL_COUNTERS = 12
 # commands (kept in step with commands.py by tests)
 ACT, PRE, PREA, RD, WR, RDA, WRA, REFAB, REFPB = range(9)
 N_CMD = 9
@@ -254,13 +257,19 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
             cmd = -1
             # 1. the active buffer
             if counts[ch, ABUF] > 0:
-                idx, cmd, ready, e = _oldest(bufs, counts, ch, ABUF, open_row, rch, rbg, rbank,
-                                             faw_t, clk, ref_bank, not fcfs)
-                if e < earliest:
-                    earliest = e
-                if ready:
-                    found = True
-                    kind = ABUF
+                if chan[ch, C_ABUF_T] > clk:
+                    if chan[ch, C_ABUF_T] < earliest:
+                        earliest = chan[ch, C_ABUF_T]
+                else:
+                    idx, cmd, ready, e = _oldest(bufs, counts, ch, ABUF, open_row, rch, rbg,
+                                                 rbank, faw_t, clk, ref_bank, not fcfs)
+                    if e < earliest:
+                        earliest = e
+                    if ready:
+                        found = True
+                        kind = ABUF
+                    else:
+                        chan[ch, C_ABUF_T] = e
             # 2. refresh
             blocked = False
             if not found and chan[ch, C_PENDING_REF] > 0:
@@ -367,7 +376,10 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                         completion[rid] = done
                     _remove(bufs, counts, ch, kind, idx)
                     scal[S_QUEUED] -= 1
+                    if kind == ABUF:
+                        chan[ch, C_ABUF_T] = 0
                 elif cmd == ACT and kind != ABUF and counts[ch, ABUF] < caps[ABUF]:
+                    chan[ch, C_ABUF_T] = 0
                     _append(bufs, counts, ch, ABUF, bufs, ch, kind, idx)
                     _remove(bufs, counts, ch, kind, idx)
             if issued:
