@@ -37,9 +37,24 @@ def shipped_names(directory: Traversable) -> list[str]:
                   if p.name.endswith(".json") and p.is_file())
 
 
-def shipped_file(directory: Traversable, name: str) -> Path | None:
-    """The shipped file for `name` as a real path, or None."""
-    entry = directory.joinpath(f"{name}.json")
-    if not entry.is_file():
-        return None
-    return Path(str(entry))
+def resolve(kind: str, spec: str) -> Path:
+    """What a user's `spec` names among `kind` ('hardware' or 'workloads'): an existing file;
+    else the shipped file it names: `NAME`, `NAME.json` or `KIND/...json` (so the repo-relative
+    form works outside the checkout). A missing path comes back as given: reading it says so."""
+    from simulator.errors import InputError
+
+    path = Path(spec)
+    if path.is_file():
+        return path
+    parts = path.parts[1:] if path.parts[:1] == (kind,) else path.parts
+    if len(parts) == 1 and not parts[0].endswith(".json") and "\\" not in spec:
+        parts = (parts[0] + ".json",)
+    entry = _data_dir(kind).joinpath(*parts) if parts else None
+    if entry is not None and parts[-1].endswith(".json") and entry.is_file():
+        return Path(str(entry))
+    if not spec.endswith(".json") and "/" not in spec and "\\" not in spec:
+        what = kind.rstrip("s")
+        names = ", ".join(shipped_names(_data_dir(kind)))
+        raise InputError(f"unknown {what} '{spec}'; expected a path to a .json file or one of: "
+                         f"{names}")
+    return path

@@ -161,25 +161,7 @@ def hardware_names() -> list[str]:
     return resources.shipped_names(resources.hardware_dir())
 
 
-def resolve_hardware_path(spec: str) -> Path:
-    """`spec` is a path to a JSON file or the name of a shipped description."""
-    looks_like_path = spec.endswith(".json") or "/" in spec or "\\" in spec
-    if looks_like_path:
-        path = Path(spec)
-        if not path.exists() and path.parts[:1] == ("hardware",) and path.suffix == ".json":
-            # `hardware/...json` also names the shipped file when run outside the checkout
-            shipped = resources.hardware_dir().joinpath(*path.parts[1:])
-            if shipped.is_file():
-                return Path(str(shipped))
-        return path
-    found = resources.shipped_file(resources.hardware_dir(), spec)
-    if found is None:
-        raise InputError(f"unknown hardware '{spec}'; expected a path to a .json file or one of: "
-                         f"{', '.join(hardware_names())}")
-    return found
-
-
 def load_hardware(spec: str | Path) -> Hardware:
-    path = resolve_hardware_path(str(spec))
+    path = resources.resolve("hardware", str(spec))
     raw = load(path, "hardware")
     return parse_hardware(raw, str(path))

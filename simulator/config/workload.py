@@ -106,23 +106,6 @@ def workload_names() -> list[str]:
     return resources.shipped_names(resources.workloads_dir())
 
 
-def resolve_workload_path(spec: str) -> Path:
-    """A path; failing that, a shipped workload by name (`transformer`, `workloads/cnn.json`)."""
-    path = Path(spec)
-    if path.exists():
-        return path
-    stem = path.name[:-5] if path.name.endswith(".json") else path.name
-    in_shipped_form = path.parent in (Path("."), Path("workloads"))
-    if in_shipped_form:
-        found = resources.shipped_file(resources.workloads_dir(), stem)
-        if found is not None:
-            return found
-    if not spec.endswith(".json") and "/" not in spec:
-        raise InputError(f"unknown workload '{spec}'; expected a path to a .json file or one of: "
-                         f"{', '.join(workload_names())}")
-    return path  # reading it reports the missing file
-
-
 def load_workload(spec: str | Path) -> WorkloadSpec:
-    path = resolve_workload_path(str(spec))
+    path = resources.resolve("workloads", str(spec))
     return parse_workload(load(path, "workload"), str(path))
