@@ -145,39 +145,41 @@ def step(b: TraceBuilder, spec: OptimizerSpec, unscale: bool = False) -> None:
         b.op(f"{name}.fused_step", "optimizer", [t for group in reads for t in group],
              [t for group in writes for t in group])
         return
-    if spec.implementation == "foreach":
-        temps: dict[str, list[Tensor]] = {}
-        for kern in rule.kernels:
-            for out in kern.writes:
-                if out.startswith(TMP) and out not in temps:
-                    temps[out] = [b.temporary(f"{p.name}.{out[len(TMP):]}", p.shape, p.dtype)
-                                  for p in params]
-            get = {**lists, **temps}
-            b.op(f"{name}.{kern.name}", "optimizer",
-                 [t for n in kern.reads for t in get[n]], [t for n in kern.writes for t in get[n]])
+    if spec.implementation == "foreach":  # each kernel over every parameter at once
+        _emit(b, rule, name, range(len(params)), lists)
         return
-    held_previous: Tensor | None = None
+    # for_loop: the kernels parameter by parameter; the held variable of one parameter is
+    # released when the next parameter's is assigned
+    previous: Tensor | None = None
     for i, p in enumerate(params):
-        temps1: dict[str, Tensor] = {}
-        for kern in rule.kernels:
-            for out in kern.writes:
-                if out.startswith(TMP) and out not in temps1:
-                    temps1[out] = b.temporary(f"{p.name}.{out[len(TMP):]}", p.shape, p.dtype)
+        temps, assigned_at = _emit(b, rule, f"{name}.{p.name}", [i], lists)
+        if previous is not None:
+            b.release_at(previous, assigned_at if assigned_at is not None else len(b.ops) - 1)
+        previous = temps[rule.held][0] if rule.held in temps else None
+    if previous is not None:
+        b.release_at(previous, len(b.ops) - 1)
 
-            def get(n: str, i: int = i, temps1: dict = temps1) -> Tensor:
-                return temps1[n] if n in temps1 else lists[n][i]
 
-            op = b.op(f"{name}.{p.name}.{kern.name}", "optimizer", [get(n) for n in kern.reads],
-                      [get(n) for n in kern.writes])
-            if rule.held in kern.writes and rule.held in kern.reads and held_previous:
-                b.release_at(held_previous, op.index)  # the variable is reassigned here
-                held_previous = None
-        if rule.held in temps1:
-            if held_previous is not None:
-                b.release_at(held_previous, len(b.ops) - 1)
-            held_previous = temps1[rule.held]
-    if held_previous is not None:
-        b.release_at(held_previous, len(b.ops) - 1)
+def _emit(b: TraceBuilder, rule: Update, prefix: str, idx, lists: dict[str, list[Tensor]]):
+    """The rule's kernels over the parameters at `idx`, each kernel one op. Returns the
+    temporaries made (name -> one per parameter) and the op that reassigns the held variable."""
+    params = lists["param"]
+    temps: dict[str, list[Tensor]] = {}
+    assigned_at = None
+    for kern in rule.kernels:
+        for out in kern.writes:
+            if out.startswith(TMP) and out not in temps:
+                temps[out] = [b.temporary(f"{params[i].name}.{out[len(TMP):]}", params[i].shape,
+                                          params[i].dtype) for i in idx]
+
+        def tensors(names: tuple[str, ...]) -> list[Tensor]:
+            return [t for n in names for t in (temps[n] if n in temps
+                                               else [lists[n][i] for i in idx])]
+
+        op = b.op(f"{prefix}.{kern.name}", "optimizer", tensors(kern.reads), tensors(kern.writes))
+        if assigned_at is None and rule.held in kern.writes and rule.held in kern.reads:
+            assigned_at = op.index
+    return temps, assigned_at
 
 
 def _state_tensor(b: TraceBuilder, p: Tensor, name: str, shape=None, dtype=None) -> Tensor:
