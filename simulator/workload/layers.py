@@ -93,30 +93,30 @@ def linear(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, name: str
             gx = b.new_grad(x)
             _mm(b, f"{name}.grad_input", [gy, part(w, wb)], [gx], flops)
             b.accumulate(x, gx)
-        packed = w_shape is not None  # a slice of a packed weight: the caller concatenates
+        # a slice of a packed weight gets a gradient of its own, concatenated by the caller
+        packed = w_shape is not None
         if w.requires_grad:  # a frozen (quantized) weight gets none
-            if packed:
-                gw = b.temporary(f"grad({name}.weight_slice)", w_shape, w.dtype)
-            else:
-                gw = b.new_grad(w)
+            gw = _param_grad(b, w, w_shape, f"{name}.weight_slice", packed)
             _mm(b, f"{name}.grad_weight", [gy, x], [gw], flops)
-            if packed:
-                b.slice_grads.setdefault(w.id, []).append(gw)
-            else:
-                b.accumulate(w, gw)
+            _deliver(b, w, gw, packed)
         if bias is not None and bias.requires_grad:
-            if packed:
-                gb = b.temporary(f"grad({name}.bias_slice)", (out_f,), bias.dtype)
-            else:
-                gb = b.new_grad(bias)
+            gb = _param_grad(b, bias, (out_f,), f"{name}.bias_slice", packed)
             b.op(f"{name}.grad_bias", "reduction", [gy], [gb])
-            if packed:
-                b.slice_grads.setdefault(bias.id, []).append(gb)
-            else:
-                b.accumulate(bias, gb)
+            _deliver(b, bias, gb, packed)
 
     b.on_backward(backward)
     return y
+
+
+def _param_grad(b: TraceBuilder, t: Tensor, shape, name: str, packed: bool) -> Tensor:
+    return b.temporary(f"grad({name})", shape, t.dtype) if packed else b.new_grad(t)
+
+
+def _deliver(b: TraceBuilder, t: Tensor, g: Tensor, packed: bool) -> None:
+    if packed:
+        b.slice_grads.setdefault(t.id, []).append(g)
+    else:
+        b.accumulate(t, g)
 
 
 def concat_slice_grads(b: TraceBuilder, param: Tensor, name: str) -> None:
