@@ -88,6 +88,12 @@ def capture(make_step, name: str) -> Trace:
         by_storage[ref.cdata] = (ref, mine)
         return mine
 
+    def torch_tensors(value) -> list:
+        return [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+
+    def access(t, created: bool) -> Access:
+        return Access(ours(t, created), t.numel() * t.element_size())
+
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -102,16 +108,12 @@ def capture(make_step, name: str) -> Trace:
             phase = state["phase"] or (Phase.BACKWARD if torch._C._current_graph_task_id() != -1
                                        else Phase.FORWARD)
             state_phase, state["phase"] = state["phase"], phase
-            ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-            outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-            reads = [Access(ours(t, created=False), t.numel() * t.element_size()) for t in ins]
-            written = [t for t in outs]
+            written = torch_tensors(out)
             for i, a in enumerate(schema.arguments):
                 if a.name in mutated:
-                    value = args[i] if i < len(args) else kwargs.get(a.name)
-                    written += [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
-            writes = [Access(ours(t, created=True), t.numel() * t.element_size())
-                      for t in written]
+                    written += torch_tensors(args[i] if i < len(args) else kwargs.get(a.name))
+            reads = [access(t, created=False) for t in torch_tensors((args, kwargs))]
+            writes = [access(t, created=True) for t in written]
             state["phase"] = state_phase
             packet = func._overloadpacket
             flops = 0
@@ -121,7 +123,7 @@ def capture(make_step, name: str) -> Trace:
             kind = next((k for key, k in _KINDS if key in name), "elementwise")
             dtype = next((a.tensor.dtype for a in writes
                           if a.tensor.dtype.startswith(("fp", "bf"))), "fp32")
-            ops.append(Op(len(ops), f"{name}", kind, phase, flops, _unique(reads),
+            ops.append(Op(len(ops), name, kind, phase, flops, _unique(reads),
                           _unique(writes), dtype, Unit.MATRIX if flops else Unit.VECTOR))
             return out
 
