@@ -30,6 +30,10 @@ def _peak(spec: WorkloadSpec) -> int:
     return profile(build_trace(spec)).peak_bytes
 
 
+def _remedy(name: str, change: str, peak: int, capacity: int) -> Remedy:
+    return Remedy(name, change, peak, peak <= capacity)
+
+
 def _largest_fitting(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
     """The largest n in [lo, hi] with fits(n), for fits monotone (true below some n)."""
     if not fits(lo):
@@ -46,10 +50,13 @@ def _largest_fitting(lo: int, hi: int, fits: Callable[[int], bool]) -> int | Non
 def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Remedy]:
     """Each remedy alone (and all at once), for a step whose peak exceeds `capacity`. A
     captured trace has no workload to regenerate: only sharding applies to it."""
-    out: list[Remedy] = []
-    ex = spec.execution
     if spec.model["type"] == "captured":
         return _sharding(base, capacity)
+    out: list[Remedy] = []
+    ex = spec.execution
+
+    def tried(name: str, change: str, changed: WorkloadSpec) -> Remedy:
+        return _remedy(name, change, _peak(changed), capacity)
 
     # smaller batch (per optimizer step, one micro-batch)
     if spec.batch_size > 1:
@@ -71,35 +78,32 @@ def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Rem
     for k in divisors:
         p = _peak(dataclasses.replace(spec, micro_batches=k))
         if p <= capacity or k == divisors[-1]:
-            out.append(Remedy("gradient accumulation", f"micro_batches {k} (batch_size "
-                              f"{spec.batch_size} kept)", p, p <= capacity))
+            out.append(_remedy("gradient accumulation", f"micro_batches {k} (batch_size "
+                               f"{spec.batch_size} kept)", p, capacity))
             break
     # activation checkpointing
     for level in ("selective", "full"):
         if level == "selective" and spec.model["type"] in ("sequential_cnn", "resnet"):
             continue
         if ex.checkpointing != level:
-            p = _peak(dataclasses.replace(spec, execution=dataclasses.replace(
-                ex, checkpointing=level)))
-            out.append(Remedy(f"{level} activation checkpointing", f"checkpointing {level}", p,
-                              p <= capacity))
+            out.append(tried(f"{level} activation checkpointing", f"checkpointing {level}",
+                             dataclasses.replace(spec, execution=dataclasses.replace(
+                                 ex, checkpointing=level))))
     # mixed precision
     if spec.dtype == "fp32" and ex.autocast is None:
-        p = _peak(dataclasses.replace(spec, execution=dataclasses.replace(ex, autocast="bf16")))
-        out.append(Remedy("mixed precision", "mixed_precision bf16 (fp32 master weights)", p,
-                          p <= capacity))
+        out.append(tried("mixed precision", "mixed_precision bf16 (fp32 master weights)",
+                         dataclasses.replace(spec, execution=dataclasses.replace(
+                             ex, autocast="bf16"))))
     # a fused optimizer: no parameter-sized temporaries
     if spec.optimizer.implementation != "fused" and base.at_peak.get(Category.TEMPORARY):
-        p = _peak(dataclasses.replace(spec, optimizer=dataclasses.replace(
-            spec.optimizer, implementation="fused")))
-        out.append(Remedy("fused optimizer", "optimizer implementation fused", p,
-                          p <= capacity))
+        out.append(tried("fused optimizer", "optimizer implementation fused",
+                         dataclasses.replace(spec, optimizer=dataclasses.replace(
+                             spec.optimizer, implementation="fused"))))
     # 8-bit optimizer state
     if spec.optimizer.state_dtype != "int8" and base.at_peak.get(Category.OPTIMIZER_STATE):
-        p = _peak(dataclasses.replace(spec, optimizer=dataclasses.replace(
-            spec.optimizer, state_dtype="int8")))
-        out.append(Remedy("8-bit optimizer state", "optimizer state_dtype int8", p,
-                          p <= capacity))
+        out.append(tried("8-bit optimizer state", "optimizer state_dtype int8",
+                         dataclasses.replace(spec, optimizer=dataclasses.replace(
+                             spec.optimizer, state_dtype="int8"))))
     out += _sharding(base, capacity)
     # everything at once
     combined = dataclasses.replace(
@@ -107,9 +111,8 @@ def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Rem
                                             autocast=ex.autocast or (
                                                 "bf16" if spec.dtype == "fp32" else None)),
         optimizer=dataclasses.replace(spec.optimizer, state_dtype="int8"))
-    p = _peak(combined)
-    out.append(Remedy("combined", "full checkpointing + mixed precision + 8-bit state", p,
-                      p <= capacity))
+    out.append(tried("combined", "full checkpointing + mixed precision + 8-bit state",
+                     combined))
     return out
 
 
@@ -125,6 +128,6 @@ def _sharding(base: MemoryProfile, capacity: int) -> list[Remedy]:
         for n in GPU_COUNTS:
             p = base.peak_scaled({c: 1 / n for c in cats})
             if p <= capacity or n == GPU_COUNTS[-1]:
-                out.append(Remedy(label, f"{n} GPUs", p, p <= capacity))
+                out.append(_remedy(label, f"{n} GPUs", p, capacity))
                 break
     return out
