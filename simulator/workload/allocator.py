@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.workload.memory import lifetimes
-from simulator.workload.trace import Category, Trace
+from simulator.workload.trace import Category, Tensor, Trace
 
 MIN_BLOCK = 512
 SMALL_SIZE = 1 << 20
@@ -133,16 +133,15 @@ def place(trace: Trace, base_address: int = 0) -> Placement:
     n_ops = len(trace.ops)
     first, last = lifetimes(trace)
     tensors = [t for t in trace.tensors if t.alias_of is None and first[t.id] < n_ops]
-    allocs: list[list[int]] = [[] for _ in range(n_ops)]
+    allocs: list[list[Tensor]] = [[] for _ in range(n_ops)]
     frees: list[list[int]] = [[] for _ in range(n_ops)]
     for t in tensors:
         if first[t.id] >= 0:
-            allocs[first[t.id]].append(t.id)
+            allocs[first[t.id]].append(t)
         if last[t.id] < n_ops:
             frees[last[t.id]].append(t.id)
     a = CachingAllocator(base_address)
     address = np.full(len(trace.tensors), -1, dtype=np.int64)
-    nbytes = {t.id: t.nbytes for t in tensors}
     for t in tensors:  # parameters, optimizer state and buffers exist before the loop
         if t.category in PERSISTENT_ACROSS_STEPS:
             address[t.id] = a.malloc(t.nbytes)
@@ -158,8 +157,8 @@ def place(trace: Trace, base_address: int = 0) -> Placement:
             if t.category in STEP_START:
                 address[t.id] = a.malloc(t.nbytes)
         for i in range(n_ops):
-            for tid in allocs[i]:
-                address[tid] = a.malloc(nbytes[tid])
+            for t in allocs[i]:
+                address[t.id] = a.malloc(t.nbytes)
             if step == 1:
                 peak_alloc = max(peak_alloc, a.allocated)
             for tid in frees[i]:
