@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import IO
+
 
 def json_path(parts) -> str:
     """Render a path such as ('memory', 'timing', 0) as `$.memory.timing[0]`."""
@@ -27,3 +30,15 @@ class InputError(Exception):
     def in_file(self, file: str) -> InputError:
         """The same error, attributed to `file` when it had no file yet."""
         return self if self.file else InputError(self.message, file=file, path=self.path)
+
+
+def open_input(path: Path, expected: str, binary: bool = False) -> IO:
+    """Open a file the user named for reading; the ways that fail become InputErrors."""
+    try:
+        return path.open("rb") if binary else path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("file not found", file=str(path)) from None
+    except IsADirectoryError:
+        raise InputError(f"expected {expected}, got a directory", file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc}", file=str(path)) from None

@@ -62,3 +62,15 @@ def test_run_reads_a_trace_file(tmp_path, capsys):
     from_workload = json.loads(capsys.readouterr().out)
     assert from_trace["step_time_s"] == from_workload["step_time_s"]
     assert from_trace["memory"] == from_workload["memory"]
+
+
+def test_unreadable_trace_files_are_input_errors(tmp_path, capsys):
+    """A directory or non-UTF-8 bytes where a trace should be: a plain error, exit 2."""
+    folder = tmp_path / "folder.jsonl"
+    folder.mkdir()
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe\n")
+    for path, words in ((folder, "expected a trace file (.jsonl), got a directory"),
+                        (binary, "binary.jsonl:1: expected UTF-8 text")):
+        assert main(["memory", str(path)]) == 2
+        assert words in capsys.readouterr().err

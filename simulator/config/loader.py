@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
-from simulator.errors import InputError, json_path
+from simulator.errors import InputError, json_path, open_input
 
 SCHEMAS = Path(__file__).resolve().parent / "schemas"  # package data, beside this module
 
@@ -25,14 +25,11 @@ def schema(name: str) -> dict[str, Any]:
 
 
 def read_json(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file not found", file=str(path)) from None
-    except IsADirectoryError:
-        raise InputError("expected a JSON file, got a directory", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read: {exc}", file=str(path)) from None
+    with open_input(path, "a JSON file") as f:
+        try:
+            text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read: {exc}", file=str(path)) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from simulator.errors import InputError
+from simulator.errors import InputError, open_input
 
 BLOCK_BYTES = 1 << 24
 
@@ -128,13 +128,7 @@ def _bad_line(path: Path, line: int) -> InputError:
 
 
 def read_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[TraceBlock]:
-    try:
-        f = path.open("rb")
-    except FileNotFoundError:
-        raise InputError("file not found", file=str(path)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc}", file=str(path)) from None
-    with f:
+    with open_input(path, "an address trace file", binary=True) as f:
         carry = b""
         line = 1
         while True:

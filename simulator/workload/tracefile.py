@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import InputError
+from simulator.errors import InputError, open_input
 from simulator.workload.trace import (
     DTYPE_BYTES,
     Access,
@@ -81,20 +81,18 @@ def read(path: Path) -> tuple[Trace, dict]:
     def bad(line: int, what: str) -> InputError:
         return InputError(what, file=f"{path}:{line}")
 
-    try:
-        f = path.open(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file not found", file=str(path)) from None
     tensors: list[Tensor] = []
     ops: list[Op] = []
     releases: dict[int, int] = {}
     header: dict = {}
-    with f:
+    with open_input(path, "a trace file (.jsonl)", binary=True) as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise bad(n, "expected UTF-8 text") from None
             except json.JSONDecodeError as exc:
                 raise bad(n, f"invalid JSON: {exc.msg}") from None
             try:
