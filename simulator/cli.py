@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from simulator.config.hardware import hardware_names, load_hardware
 from simulator.config.workload import load_workload, workload_names
@@ -26,8 +27,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     result = analyze(args.workload, load_hardware(args.hardware))
     if args.out:
-        from pathlib import Path
-
         from simulator.report.outputs import write_outputs
 
         written = write_outputs(result, Path(args.out))
@@ -134,8 +133,6 @@ def cmd_workloads_show(args: argparse.Namespace) -> int:
 
 
 def cmd_dram(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from simulator.dram.report import dram_doc, dram_report
     from simulator.dram.system import MemorySystem
 
@@ -170,9 +167,6 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    import json as _json
-    from pathlib import Path
-
     from simulator.config.loader import read_json
     from simulator.workload import tracefile
     from simulator.workload.generate import build_trace
@@ -181,13 +175,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
     trace = build_trace(spec)
     tracefile.write(trace, Path(args.output), source=read_json(Path(spec.path)))
     print(f"wrote {args.output}: {len(trace.tensors):,} tensors, {len(trace.ops):,} ops "
-          f"({_json.dumps(tracefile.FORMAT)} version {tracefile.FORMAT_VERSION})")
+          f"({json.dumps(tracefile.FORMAT)} version {tracefile.FORMAT_VERSION})")
     return 0
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
     import warnings
-    from pathlib import Path
 
     from simulator.workload import tracefile
     from simulator.workload.capture import capture, load_function
