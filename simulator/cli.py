@@ -25,7 +25,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simulator.report.json_report import run_doc
     from simulator.report.text import run_report
 
-    result = analyze(args.workload, load_hardware(args.hardware))
+    result = analyze(args.workload, load_hardware(args.hardware), fidelity=args.fidelity,
+                     progress=sys.stderr.isatty())
     if args.out:
         from simulator.report.outputs import write_outputs
 
@@ -211,6 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
                                       "trace file (.jsonl) written by 'trace'")
     run.add_argument("--hardware", default="t4",
                      help="hardware name (see 'hardware list') or JSON file (default: t4)")
+    run.add_argument("--fidelity", choices=("cycle", "sampled", "analytic"),
+                     help="cycle: every 32 B burst through the GDDR6 engine; sampled: windows "
+                          "of each op, extrapolated, with an error bound; analytic: the peak "
+                          "roofline (default: sampled on GDDR6 cards, analytic on HBM)")
     run.add_argument("--json", action="store_true", help="print one JSON document")
     run.add_argument("--top", type=int, default=10, help="ops to list by time (default: 10)")
     run.add_argument("--out", metavar="DIR", help="also write the JSON, text, roofline, "

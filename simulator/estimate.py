@@ -1,13 +1,15 @@
 """Step time from a trace on a piece of hardware: per op, compute and memory overlap (roofline).
 
-The memory side is a `MemoryModel`. Here it is the analytic peak-bandwidth ceiling; the replay
-through the GDDR6 channel engine plugs in behind the same interface.
+Here is the analytic fidelity, the plain peak roofline peer tools use: every op at the larger of
+FLOPs / peak compute and bytes / peak DRAM bandwidth, back to back. The replay (`replay/`)
+produces the same records with simulated DRAM, L2 and compute losses, and carries this one
+beside it for comparison.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from simulator.config.hardware import Hardware
 from simulator.gpu.compute import op_ceiling
@@ -33,20 +35,33 @@ class PeakBandwidth:
         return op.bytes_moved / self.bandwidth_Bps
 
 
+# What limits an op: its arithmetic; DRAM streaming; DRAM latency with too few requests in flight
+# to cover it; the L2's bandwidth; or the kernel is so small its launch gap dominates.
+BOUNDS = ("compute", "dram_bandwidth", "dram_latency", "l2", "launch")
+
+
 @dataclass(frozen=True)
 class OpTime:
     op: Op
-    compute_s: float
-    memory_s: float
+    compute_s: float     # arithmetic at the ceiling used (with tile and wave losses when replayed)
+    memory_s: float      # DRAM: analytic bytes / peak; replayed, op start to last completion
     ceiling: str         # the compute ceiling used (hardware peak_tflops key)
+    bound: str           # one of BOUNDS
+    l2_s: float = 0.0    # every byte through the L2 at its bandwidth (replay only)
+    launch_s: float = 0.0  # idle gap before the kernel starts (replay only)
+    dram_bytes: int | None = None  # bytes to and from DRAM after the L2; None: every byte
 
     @property
     def time_s(self) -> float:
-        return max(self.compute_s, self.memory_s)
+        return self.launch_s + max(self.compute_s, self.memory_s, self.l2_s)
 
     @property
-    def bound(self) -> str:
-        return "compute" if self.compute_s >= self.memory_s else "memory"
+    def memory_bound(self) -> bool:
+        return self.bound != "compute"
+
+    @property
+    def bytes_to_dram(self) -> int:
+        return self.op.bytes_moved if self.dram_bytes is None else self.dram_bytes
 
 
 @dataclass(frozen=True)
@@ -77,8 +92,18 @@ class PhaseTotals:
 class StepEstimate:
     hardware: Hardware
     trace: Trace
-    memory_model: str
+    memory_model: str    # the fidelity: analytic, sampled or cycle
     ops: list[OpTime]
+    replay: Any = None   # replay.ReplayDetails when simulated; None for analytic
+
+    @property
+    def fidelity(self) -> str:
+        return self.memory_model
+
+    @property
+    def analytic(self) -> StepEstimate:
+        """The peak-roofline estimate of the same step (itself when analytic)."""
+        return self.replay.analytic if self.replay is not None else self
 
     @property
     def step_time_s(self) -> float:
@@ -89,7 +114,7 @@ class StepEstimate:
         return PhaseTotals(
             phase, len(sel), sum(o.op.flops for o in sel), sum(o.op.bytes_read for o in sel),
             sum(o.op.bytes_written for o in sel), sum(o.time_s for o in sel),
-            sum(o.time_s for o in sel if o.bound == "memory"))
+            sum(o.time_s for o in sel if o.memory_bound))
 
     def phases(self) -> list[PhaseTotals]:
         return [self.phase(p) for p in PHASES]
@@ -103,5 +128,7 @@ def estimate(trace: Trace, hw: Hardware, memory: MemoryModel | None = None) -> S
     timed = []
     for op in trace.ops:
         c = op_ceiling(hw, op)
-        timed.append(OpTime(op, op.flops / c.flops_per_s, memory.transfer_time_s(op), c.key))
+        compute_s, memory_s = op.flops / c.flops_per_s, memory.transfer_time_s(op)
+        timed.append(OpTime(op, compute_s, memory_s, c.key,
+                            "compute" if compute_s >= memory_s else "dram_bandwidth"))
     return StepEstimate(hw, trace, memory.name, timed)

@@ -21,6 +21,7 @@ from simulator.config.workload import (
 )
 from simulator.errors import InputError
 from simulator.estimate import MemoryModel, StepEstimate, estimate
+from simulator.replay import FIDELITIES, replay
 from simulator.workload import tracefile
 from simulator.workload.generate import build_trace
 from simulator.workload.memory import MemoryProfile, profile
@@ -66,8 +67,28 @@ def load_step(workload: WorkloadSpec | str | Path) -> tuple[WorkloadSpec, Trace]
     return spec, build_trace(spec)
 
 
+def default_fidelity(hw: Hardware) -> str:
+    """Sampled replay where the GDDR6 engine applies; the analytic roofline elsewhere (HBM)."""
+    return "sampled" if hw.memory.is_gddr and hw.memory.timing is not None else "analytic"
+
+
 def analyze(workload: WorkloadSpec | str | Path, hardware: Hardware | str | Path = DEFAULT_HARDWARE,
-            memory_model: MemoryModel | None = None) -> RunResult:
+            fidelity: str | None = None, memory_model: MemoryModel | None = None,
+            progress: bool = False) -> RunResult:
+    """One step of the workload on the hardware. `fidelity`: cycle, sampled or analytic
+    (None: sampled on GDDR6, analytic otherwise); `memory_model` replaces the analytic
+    DRAM ceiling; `progress` shows a progress bar on long replays."""
     spec, trace = load_step(workload)
     hw = hardware if isinstance(hardware, Hardware) else load_hardware(hardware)
-    return RunResult(spec, hw, trace, profile(trace), estimate(trace, hw, memory_model))
+    fidelity = fidelity or default_fidelity(hw)
+    if fidelity not in FIDELITIES:
+        raise InputError(f"expected a fidelity of {', '.join(FIDELITIES)}, got '{fidelity}'")
+    if fidelity == "analytic" or memory_model is not None:
+        est = estimate(trace, hw, memory_model)
+    else:
+        if default_fidelity(hw) == "analytic":
+            raise InputError(f"the replay simulates GDDR6 memory; {hw.name} has "
+                             f"{hw.memory.type}: expected --fidelity analytic", file=hw.path,
+                             path="$.memory.type")
+        est = replay(trace, hw, fidelity, progress)
+    return RunResult(spec, hw, trace, profile(trace), est)

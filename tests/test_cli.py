@@ -42,10 +42,15 @@ def test_run_json_contract(capsys):
             "arithmetic_intensity"}
     for op in ops:
         assert keys <= set(op)
-        assert op["bound"] in ("compute", "memory")
-        assert op["time_s"] == pytest.approx(max(op["compute_time_s"], op["memory_time_s"]))
+        assert op["bound"] in doc["bounds"]
+        assert op["time_s"] == pytest.approx(op["launch_time_s"] + max(
+            op["compute_time_s"], op["memory_time_s"], op["l2_time_s"]))
+        assert op["dram_bytes"] >= 0 and op["analytic_time_s"] > 0
         assert op["achieved_bandwidth_GBps"] <= doc["hardware"]["peak_bandwidth_GBps"] * 1.000001
     assert doc["step_time_s"] == pytest.approx(sum(op["time_s"] for op in ops))
+    assert doc["fidelity"] == "sampled"
+    assert doc["analytic_step_time_s"] == pytest.approx(sum(op["analytic_time_s"] for op in ops))
+    assert 0 <= doc["step_time_error_bound_s"] < doc["step_time_s"]
     assert sum(op["flops"] for op in ops) == flops["total"]
 
 

@@ -14,7 +14,7 @@ from simulator.workload.trace import PERSISTENT, Category, Phase, Unit
 
 @pytest.fixture(scope="module")
 def transformer_on_t4():
-    return analyze("transformer", "t4")
+    return analyze("transformer", "t4", fidelity="analytic")
 
 
 def test_no_op_moves_data_faster_than_peak(transformer_on_t4):
@@ -27,6 +27,7 @@ def test_op_time_is_the_larger_ceiling(transformer_on_t4):
     for o in transformer_on_t4.estimate.ops:
         assert o.time_s == max(o.compute_s, o.memory_s)
         assert (o.bound == "compute") == (o.compute_s >= o.memory_s)
+        assert o.bound in ("compute", "dram_bandwidth")
 
 
 def test_bound_follows_the_ridge_point(transformer_on_t4):
@@ -39,16 +40,17 @@ def test_bound_follows_the_ridge_point(transformer_on_t4):
 
 def test_fp32_matmuls_use_cuda_cores_and_convolutions_tf32():
     """PyTorch defaults: allow_tf32 is off for matmul, on for cuDNN convolutions."""
-    r = analyze("cnn", "a40")
+    r = analyze("cnn", "a40", fidelity="analytic")
     ceilings = {o.op.name: o.ceiling for o in r.estimate.ops if o.op.flops}
     assert ceilings["conv2"] == "tf32_tensor"
     assert ceilings["fc1"] == "fp32"
-    t4 = analyze("cnn", "t4")  # Turing: no TF32, the convolution falls back to fp32
+    # Turing: no TF32, the convolution falls back to fp32
+    t4 = analyze("cnn", "t4", fidelity="analytic")
     assert {o.ceiling for o in t4.estimate.ops if o.op.flops} == {"fp32"}
 
 
 def test_faster_memory_never_slows_a_step():
-    trace = build_trace(analyze("cnn", "t4").workload)
+    trace = build_trace(analyze("cnn", "t4", fidelity="analytic").workload)
     hw = load_hardware("t4")
     slow = estimate(trace, hw, PeakBandwidth(hw.peak_bandwidth_Bps))
     fast = estimate(trace, hw, PeakBandwidth(2 * hw.peak_bandwidth_Bps))
@@ -81,7 +83,7 @@ def test_memory_timeline_invariants(transformer_on_t4):
 def test_every_workload_runs_on_every_device():
     for hw in hardware_names():
         for wl in ("transformer", "cnn"):
-            r = analyze(wl, hw)
+            r = analyze(wl, hw, fidelity="analytic")
             assert r.estimate.step_time_s > 0
             assert np.isfinite(r.estimate.step_time_s)
 
@@ -99,9 +101,9 @@ def test_schema_enums_match_generators():
 def test_half_precision_halves_bytes_and_uses_tensor_cores():
     import dataclasses
 
-    base = analyze("transformer", "a10")
+    base = analyze("transformer", "a10", fidelity="analytic")
     half = dataclasses.replace(base.workload, dtype="bf16")
-    r = analyze(half, "a10")
+    r = analyze(half, "a10", fidelity="analytic")
     assert r.trace.parameter_bytes * 2 == base.trace.parameter_bytes
     matmuls = [o for o in r.estimate.ops if o.op.unit is Unit.MATRIX]
     assert matmuls and all(o.ceiling == "bf16_tensor" for o in matmuls)

@@ -74,6 +74,9 @@ class Hardware:
     path: str
     controller: ControllerConfig = ControllerConfig()
     energy_pj_per_bit: float | None = None
+    l2_bandwidth_GBps: float | None = None      # measured; None: the replay estimates it
+    kernel_launch_overhead_us: float | None = None  # None: the compute model's default
+    controller_stated: bool = False             # the file has a memory.controller block
 
     @property
     def peak_bandwidth_Bps(self) -> float:
@@ -143,7 +146,10 @@ def parse_hardware(raw: dict, file: str) -> Hardware:
         peak_tflops=peaks, sm_count=compute.get("sm_count"), tdp_w=raw.get("tdp_w"),
         price_usd=raw.get("price_usd"), sources=tuple(raw["sources"]), path=file,
         controller=_controller(raw, file),
-        energy_pj_per_bit=raw["memory"].get("energy_pj_per_bit"))
+        energy_pj_per_bit=raw["memory"].get("energy_pj_per_bit"),
+        l2_bandwidth_GBps=raw.get("cache", {}).get("l2_bandwidth_GBps"),
+        kernel_launch_overhead_us=compute.get("kernel_launch_overhead_us"),
+        controller_stated="controller" in raw["memory"])
 
 
 def _controller(raw: dict, file: str) -> ControllerConfig:

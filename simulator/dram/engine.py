@@ -34,7 +34,9 @@ C_LAST_COL, C_PENDING_REF, C_NEXT_TRY = 8, 9, 10
 # a lower bound on when an activated request can next issue (0: look again); bounds only grow,
 # so it holds until the active buffer changes
 C_ABUF_T = 11
-N_CHANNEL_COUNTERS = 12
+# column commands that follow one to the same bank group (spaced nCCDL, not nCCDS), and that group
+C_SAME_BG, C_LAST_BG = 12, 13
+N_CHANNEL_COUNTERS = 14
 # commands (kept in step with commands.py by tests)
 ACT, PRE, PREA, RD, WR, RDA, WRA, REFAB, REFPB = range(9)
 N_CMD = 9
@@ -361,6 +363,9 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                     if chan[ch, C_LAST_COL] >= 0 and chan[ch, C_LAST_COL] != is_w:
                         chan[ch, C_RW_SWITCH] += 1
                     chan[ch, C_LAST_COL] = is_w
+                    if chan[ch, C_LAST_BG] == bg:
+                        chan[ch, C_SAME_BG] += 1
+                    chan[ch, C_LAST_BG] = bg
                     rid = bufs[ch, kind, idx, F_ID]
                     if is_w:
                         done = clk

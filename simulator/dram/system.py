@@ -101,6 +101,23 @@ class DramStats:
         }
 
 
+@dataclass(frozen=True)
+class Counters:
+    """Cumulative counts at one moment (channel_busy: data-bus CK cycles per channel)."""
+
+    requests: int
+    row_misses: int
+    row_conflicts: int
+    rw_switches: int
+    same_bankgroup: int       # column commands following one to the same bank group
+    refresh_cycles: float     # channel-CK cycles refresh held banks (per-bank counted 1/banks)
+    channel_busy: np.ndarray
+
+    def __sub__(self, other: Counters) -> Counters:
+        return Counters(*(getattr(self, f) - getattr(other, f)
+                          for f in self.__dataclass_fields__))
+
+
 def _percentiles(hist: np.ndarray) -> dict[str, float]:
     n = int(hist.sum())
     if n == 0:
@@ -136,6 +153,7 @@ class MemorySystem:
         per_bank = controller.refresh == "per_bank"
         self._chan[:, E.C_NEXT_REF] = timing.nREFI // 16 if per_bank else timing.nREFI
         self._chan[:, E.C_LAST_COL] = -1
+        self._chan[:, E.C_LAST_BG] = -1
         self._rch = np.zeros((n_ch, E.N_CMD), np.int64)
         self._rbg = np.zeros((n_ch, org.bank_groups, E.N_CMD), np.int64)
         self._rbank = np.zeros((n_ch, n_banks, E.N_CMD), np.int64)
@@ -225,6 +243,30 @@ class MemorySystem:
         if not self._finished:  # an empty trace
             self.feed(np.zeros(0, np.uint64), np.zeros(0, np.int64), final=True)
         return self.stats()
+
+    @property
+    def now_ck(self) -> int:
+        """The engine's clock: the CK cycle it has simulated up to."""
+        return int(self._scal[E.S_CLK])
+
+    @property
+    def last_completion_ck(self) -> int:
+        """CK cycle at which the latest request so far completed."""
+        return int(self._scal[E.S_LAST_DONE])
+
+    def counters(self) -> Counters:
+        """Cumulative counts, so a caller can attribute the difference to what it fed between."""
+        t = self.timing
+        cc = self._cmd_count.sum(axis=0)
+        return Counters(
+            requests=int(self._scal[E.S_DONE_READS] + self._scal[E.S_DONE_WRITES]),
+            row_misses=int(self._chan[:, E.C_MISS].sum()),
+            row_conflicts=int(self._chan[:, E.C_CONFLICT].sum()),
+            rw_switches=int(self._chan[:, E.C_RW_SWITCH].sum()),
+            same_bankgroup=int(self._chan[:, E.C_SAME_BG].sum()),
+            refresh_cycles=float(cc[C.REFAB] * t.nRFCab
+                                 + cc[C.REFPB] * t.nRFCpb / self.org.banks),
+            channel_busy=self._chan[:, E.C_BUSY].copy())
 
     def command_log(self) -> np.ndarray:
         """(n, 6) int64 rows of (cycle CK, channel, command, bank group, bank, row)."""

@@ -8,12 +8,13 @@ op falls back to the next unit listed, and the report names the ceiling it used.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from simulator.config.hardware import Hardware
 from simulator.errors import InputError
 from simulator.units import TERA
-from simulator.workload.trace import Op, Unit
+from simulator.workload.trace import Category, Op, Unit
 
 # Ceiling preference per (unit, math type), best first.
 _MATRIX = {
@@ -55,3 +56,105 @@ def ceiling(hw: Hardware, unit: Unit, math_dtype: str) -> Ceiling:
 
 def op_ceiling(hw: Hardware, op: Op) -> Ceiling:
     return ceiling(hw, op.unit, op.math_dtype or op.dtype)
+
+
+# GPU idle time between back-to-back kernels when the CPU launches ahead of the GPU: the
+# per-kernel cost a tiny kernel cannot hide (CUDA's back-to-back launch rate is a few
+# microseconds per kernel). An assumption, not a measurement; a hardware file may state its own
+# compute.kernel_launch_overhead_us.
+DEFAULT_KERNEL_LAUNCH_OVERHEAD_US = 2.0
+
+# Output tiles of one thread block the GEMM libraries choose among, largest first; the library
+# picks the one that keeps most of the GPU busy. Smaller ones are not modelled as faster per SM.
+TILES = ((128, 128), (128, 64), (64, 64))
+# Split-K: when the output has too few tiles to fill the SMs, the K loop is split across blocks
+# (then summed), each part at least this long.
+MIN_SPLIT_K = 128
+
+_TILED_KINDS = ("matmul", "conv")
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    batch: int  # independent matrices (bmm); 1 when batch dimensions fold into M
+    m: int
+    n: int
+    k: int
+
+
+@dataclass(frozen=True)
+class KernelCompute:
+    """Time the op's arithmetic takes, with the losses a roofline at peak does not show."""
+
+    ceiling: Ceiling
+    time_s: float
+    tile_efficiency: float   # useful share of the padded output tiles
+    wave_efficiency: float   # share of SMs busy over the waves of tiles
+
+
+def gemm_shape(op: Op) -> GemmShape | None:
+    """The GEMM a matmul or convolution runs, read off its first written tensor and its FLOPs
+    (K = FLOPs / 2MN): convolutions are implicit GEMMs (M = batch x output pixels, N = output
+    channels), their weight gradients M = output channels, N = the rest of the weight; a matmul
+    whose inputs all carry the output's batch dimensions is a batched GEMM."""
+    if op.kind not in _TILED_KINDS or not op.writes or not op.flops:
+        return None
+    out = op.writes[0].tensor
+    shape = out.shape
+    if len(shape) < 2:
+        return None
+    batch = 1
+    if op.kind == "conv" and out.category is Category.GRADIENT:
+        m, n = shape[0], math.prod(shape[1:])
+    elif op.kind == "conv":
+        n = shape[1]
+        m = math.prod(shape) // n
+    elif len(shape) >= 3 and all(len(a.tensor.shape) >= 3 for a in op.reads):
+        batch, m, n = math.prod(shape[:-2]), shape[-2], shape[-1]
+    else:
+        m, n = _operand_dims(op, out.numel) or (math.prod(shape[:-1]), shape[-1])
+    return GemmShape(batch, m, n, max(1, op.flops // (2 * batch * m * n)))
+
+
+def _operand_dims(op: Op, out_numel: int) -> tuple[int, int] | None:
+    """(M, N) of a plain matmul from its operands, whatever view its output has: with
+    K = FLOPs / 2MN, the operands hold M x K and K x N elements."""
+    k = op.flops // (2 * out_numel)
+    if k <= 0:
+        return None
+    sizes = sorted({a.tensor.numel for a in op.reads}, reverse=True)
+    for i, a in enumerate(sizes):
+        for b in sizes[i:]:
+            if a % k == 0 and b % k == 0 and (a // k) * (b // k) == out_numel:
+                return b // k, a // k
+    return None
+
+
+def quantization(shape: GemmShape, tile: tuple[int, int], sms: int | None) -> tuple[float, float]:
+    """(tile, wave) efficiency: tiles = batch x ceil(M/tm) x ceil(N/tn), split along K when
+    too few to fill the SMs, run in waves of one tile per SM; the last wave and the padded
+    tile edges do no useful work."""
+    tm, tn = tile
+    rows, cols = math.ceil(shape.m / tm), math.ceil(shape.n / tn)
+    tile_eff = shape.m * shape.n / (rows * tm * cols * tn)
+    if not sms:
+        return tile_eff, 1.0
+    tiles = shape.batch * rows * cols
+    if tiles < sms:
+        tiles *= max(1, min(sms // tiles, shape.k // MIN_SPLIT_K))
+    return tile_eff, tiles / (math.ceil(tiles / sms) * sms)
+
+
+def kernel_compute(hw: Hardware, op: Op) -> KernelCompute:
+    c = op_ceiling(hw, op)
+    shape = gemm_shape(op)
+    if shape is None:
+        return KernelCompute(c, op.flops / c.flops_per_s, 1.0, 1.0)
+    tile_eff, wave_eff = max((quantization(shape, t, hw.sm_count) for t in TILES),
+                             key=lambda e: e[0] * e[1])
+    return KernelCompute(c, op.flops / (c.flops_per_s * tile_eff * wave_eff), tile_eff, wave_eff)
+
+
+def launch_overhead_s(hw: Hardware) -> float:
+    us = hw.kernel_launch_overhead_us
+    return (DEFAULT_KERNEL_LAUNCH_OVERHEAD_US if us is None else us) * 1e-6

@@ -6,6 +6,7 @@ import base64
 import html
 
 from simulator.pipeline import RunResult
+from simulator.report.text import achieved_GBps, bottleneck_lines, fidelity_line, step_line
 from simulator.units import fmt_bytes, fmt_flops, fmt_seconds
 
 
@@ -22,16 +23,26 @@ def _table(rows: list[list[str]]) -> str:
 def report(r: RunResult, pngs: dict[str, bytes]) -> str:
     est, mem, hw, spec = r.estimate, r.memory, r.hardware, r.workload
     cap = hw.memory.capacity_bytes
-    phases = [["phase", "ops", "FLOPs", "read", "written", "FLOP/B", "time", "bound"]]
+    analytic = est.analytic
+    ana_phase = {p.phase: p.time_s for p in analytic.phases()}
+    phases = [["phase", "ops", "FLOPs", "read", "written", "FLOP/B", "time", "analytic",
+               "bound"]]
     for p in est.phases():
         phases.append([p.phase.value, str(p.ops), fmt_flops(p.flops), fmt_bytes(p.bytes_read),
                        fmt_bytes(p.bytes_written), f"{p.arithmetic_intensity:.1f}",
-                       fmt_seconds(p.time_s), p.bound])
-    ops = [["op", "phase", "kind", "FLOPs", "bytes", "FLOP/B", "time", "bound"]]
+                       fmt_seconds(p.time_s), fmt_seconds(ana_phase[p.phase]), p.bound])
+    ana_op = {o.op.index: o.time_s for o in analytic.ops}
+    ops = [["op", "phase", "kind", "FLOPs", "DRAM bytes", "FLOP/B", "time", "analytic", "GB/s",
+            "bound"]]
     for o in est.slowest(25):
         ops.append([o.op.name, o.op.phase.value, o.op.kind, fmt_flops(o.op.flops),
-                    fmt_bytes(o.op.bytes_moved), f"{o.op.arithmetic_intensity:.1f}",
-                    fmt_seconds(o.time_s), o.bound])
+                    fmt_bytes(o.bytes_to_dram), f"{o.op.arithmetic_intensity:.1f}",
+                    fmt_seconds(o.time_s), fmt_seconds(ana_op[o.op.index]),
+                    f"{achieved_GBps(o):.1f}", o.bound])
+    summary = bottleneck_lines(est)[1:] if est.replay is not None else []
+    bottlenecks = ("<h2>Bottlenecks</h2><ul>"
+                   + "".join(f"<li>{html.escape(line.strip())}</li>" for line in summary)
+                   + "</ul>") if summary else ""
     images = "".join(
         f'<figure><img alt="{name}" src="data:image/png;base64,'
         f'{base64.b64encode(data).decode()}"><figcaption>{name}</figcaption></figure>'
@@ -46,11 +57,13 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}
 td:first-child,th:first-child{{text-align:left}} img{{max-width:100%}}</style></head><body>
 <h1>{html.escape(spec.name)} on {html.escape(hw.display_name)}</h1>
 <p id="summary">step time <b id="step-time">{fmt_seconds(est.step_time_s)}</b>
-({est.memory_model}); {r.trace.parameter_count:,} parameters; peak memory
+({html.escape(fidelity_line(est))}); <span id="step-line">{html.escape(step_line(est))}</span>;
+{r.trace.parameter_count:,} parameters; peak memory
 <b id="peak">{mem.peak_bytes:,} B</b> of {cap:,} B: {fits}; DRAM {hw.memory.type}
 {hw.memory.bus_width_bits}-bit at {hw.memory.data_rate_gbps:g} Gb/s per pin =
 {hw.memory.peak_bandwidth_GBps:.1f} GB/s peak.</p>
 <h2>Phases</h2>{_table(phases)}
+{bottlenecks}
 <h2>Plots</h2>{images}
 <h2>Slowest ops</h2>{_table(ops)}
 </body></html>

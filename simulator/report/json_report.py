@@ -6,8 +6,9 @@ import math
 from typing import Any
 
 from simulator.config.hardware import Hardware
+from simulator.estimate import BOUNDS, StepEstimate
 from simulator.pipeline import RunResult
-from simulator.units import GB
+from simulator.report.text import achieved_GBps
 from simulator.workload.trace import PHASES
 
 FORMAT = "gddr6-roofline-sim/run"
@@ -42,6 +43,7 @@ def hardware_doc(hw: Hardware) -> dict[str, Any]:
 
 def run_doc(r: RunResult) -> dict[str, Any]:
     est, trace, mem, spec = r.estimate, r.trace, r.memory, r.workload
+    analytic = est.analytic
     phases = {p.phase.value: p for p in est.phases()}
     cap = r.hardware.memory.capacity_bytes
     peak_op = trace.ops[mem.peak_op]
@@ -89,15 +91,50 @@ def run_doc(r: RunResult) -> dict[str, Any]:
             for name, p in phases.items()
         },
         "step_time_s": est.step_time_s,
+        "analytic_step_time_s": analytic.step_time_s,
+        "step_time_error_bound_s": est.replay.error_bound_s if est.replay else 0.0,
+        "bounds": list(BOUNDS),
         "ops": [
             {"name": o.op.name, "phase": o.op.phase.value, "kind": o.op.kind,
              "dtype": o.op.dtype, "unit": o.op.unit.value, "ceiling": o.ceiling,
              "flops": o.op.flops, "bytes_read": o.op.bytes_read,
-             "bytes_written": o.op.bytes_written, "time_s": o.time_s,
-             "compute_time_s": o.compute_s, "memory_time_s": o.memory_s, "bound": o.bound,
-             "achieved_bandwidth_GBps": o.op.bytes_moved / o.time_s / GB if o.time_s else 0.0,
+             "bytes_written": o.op.bytes_written, "dram_bytes": o.bytes_to_dram,
+             "time_s": o.time_s, "analytic_time_s": a.time_s,
+             "compute_time_s": o.compute_s, "memory_time_s": o.memory_s,
+             "l2_time_s": o.l2_s, "launch_time_s": o.launch_s, "bound": o.bound,
+             "achieved_bandwidth_GBps": achieved_GBps(o),
              "achieved_flops_per_s": o.op.flops / o.time_s if o.time_s else 0.0,
              "arithmetic_intensity": _finite(o.op.arithmetic_intensity)}
-            for o in est.ops
+            for o, a in zip(est.ops, analytic.ops, strict=True)
         ],
+        **({"replay": replay_doc(est)} if est.replay is not None else {}),
+    }
+
+
+_ENGINE_COUNTS = ("requests", "reads", "writes", "bytes", "read_latency_ns", "read_latency_cycles",
+                  "row_hit_rate", "row_hits", "row_misses", "row_conflicts",
+                  "reads_forwarded_from_write_buffer", "refreshes", "commands", "energy_pJ",
+                  "energy_model", "clock", "tck_ns")
+
+
+def replay_doc(est: StepEstimate) -> dict[str, Any]:
+    d = est.replay
+    b = d.bottlenecks
+    return {
+        "simulated_requests": d.simulated_requests,
+        "l2_bandwidth_GBps": d.l2_bandwidth_GBps,
+        "l2_bandwidth_measured": d.l2_bandwidth_measured,
+        "cache_bytes_for_reuse": d.cache_bytes,
+        "addresses_fit": d.fits,
+        "bottlenecks": {
+            "memory_bound_time_share": b.memory_bound_share,
+            "time_s_by_bound": b.time_by_bound,
+            "dram_busy_share_in_dram_bound_ops": b.dram_busy_share,
+            "dram_lost_share_by_cause": b.dram_lost_by_cause,
+            "step_time_s_if": b.what_if,
+            "best_single_change": b.best_change,
+        },
+        # counts over the requests the engine simulated (sampled: the windows only); time and
+        # bandwidth are per op, above
+        "dram_engine": {k: v for k, v in d.dram.as_dict().items() if k in _ENGINE_COUNTS},
     }

@@ -24,17 +24,29 @@ PHASE_COLORS = {"forward": "#1f77b4", "backward": "#d62728", "optimizer": "#2ca0
 NO_FLOPS_AI = 1e-3
 
 
+def _positions(ops) -> tuple[np.ndarray, np.ndarray]:
+    """(FLOP per DRAM byte, achieved FLOP/s) of each op; ops without FLOPs get 0 FLOP/s."""
+    ai = np.array([o.op.flops / o.bytes_to_dram if o.op.flops and o.bytes_to_dram
+                   else NO_FLOPS_AI for o in ops])
+    perf = np.array([o.op.flops / o.time_s if o.time_s and o.op.flops else 0.0 for o in ops])
+    return ai, perf
+
+
 def roofline(r: RunResult):
     """Each op at (FLOP per DRAM byte, achieved FLOP/s), sized by its time, coloured by phase,
-    under the DRAM ceiling and one compute ceiling per data type, with the ridge points."""
+    under the DRAM and L2 ceilings and one compute ceiling per data type, with the ridge
+    points. A replay also shows each op's analytic position (hollow), joined to its simulated
+    one, so the distance is what DRAM, L2 and compute losses cost."""
     hw, est = r.hardware, r.estimate
     bw = hw.peak_bandwidth_Bps
     fig, ax = _figure(9, 6)
-    ai = np.array([o.op.arithmetic_intensity if o.op.flops else NO_FLOPS_AI for o in est.ops])
-    ai = np.where(np.isfinite(ai), ai, NO_FLOPS_AI)
-    perf = np.array([o.op.flops / o.time_s if o.time_s and o.op.flops else 0.0
-                     for o in est.ops])
-    counted = ai[perf > 0]
+    ai, perf = _positions(est.ops)
+    simulated = est.replay is not None
+    if simulated:
+        ai_a, perf_a = _positions(est.analytic.ops)
+    else:
+        ai_a, perf_a = ai, perf
+    counted = np.concatenate([ai[perf > 0], ai_a[perf_a > 0]])
     x_min = min(0.1, float(counted.min()) / 4) if len(counted) else 0.1
     x_max = max(1e4, float(ai.max()) * 4)
     peaks: dict[float, list[str]] = {}  # one line per distinct ceiling, naming every unit on it
@@ -45,6 +57,11 @@ def roofline(r: RunResult):
     xs = np.logspace(np.log10(x_min), np.log10(x_max), 200)
     ax.plot(xs, np.minimum(bw * xs, top), color="black", lw=1.5,
             label=f"DRAM {hw.memory.peak_bandwidth_GBps:.0f} GB/s")
+    if simulated:
+        l2 = est.replay.l2_bandwidth_GBps * GB
+        ax.plot(xs, np.minimum(l2 * xs, top), color="purple", lw=1.0, ls="-.",
+                label=f"L2 {l2 / GB:.0f} GB/s"
+                + ("" if est.replay.l2_bandwidth_measured else " (estimated)"))
     for peak, keys in sorted(peaks.items()):
         ridge = peak / bw
         ax.hlines(peak, ridge, x_max, colors="grey", linestyles="--", lw=0.8)
@@ -54,26 +71,35 @@ def roofline(r: RunResult):
     total = est.step_time_s or 1.0
     for phase in PHASES:
         sel = [i for i, o in enumerate(est.ops) if o.op.phase == phase and o.op.flops]
-        if sel:
-            sizes = [max(6.0, 600 * est.ops[i].time_s / total) for i in sel]
-            ax.scatter(ai[sel], perf[sel], s=sizes, alpha=0.6, color=PHASE_COLORS[phase.value],
-                       label=f"{phase.value} ops", edgecolors="none")
+        if not sel:
+            continue
+        color = PHASE_COLORS[phase.value]
+        sizes = [max(6.0, 600 * est.ops[i].time_s / total) for i in sel]
+        if simulated:
+            ax.scatter(ai_a[sel], perf_a[sel], s=sizes, facecolors="none", edgecolors=color,
+                       alpha=0.5, lw=0.8, label=f"{phase.value} ops, analytic")
+            for i in sel:
+                ax.plot([ai_a[i], ai[i]], [perf_a[i], perf[i]], color=color, lw=0.4,
+                        alpha=0.4)
+        ax.scatter(ai[sel], perf[sel], s=sizes, alpha=0.6, color=color, edgecolors="none",
+                   label=f"{phase.value} ops" + (f", {est.fidelity}" if simulated else ""))
     memory_only = [o for o in est.ops if not o.op.flops]
     if memory_only:
         t = sum(o.time_s for o in memory_only)
         ax.annotate(f"{len(memory_only)} ops with no counted FLOPs: {t * 1e3:.2f} ms "
-                    f"({t / total * 100:.0f} % of the step), all at the DRAM ceiling",
+                    f"({t / total * 100:.0f} % of the step), not placed",
                     (0.01, 0.01), xycoords="axes fraction", fontsize=8)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_min, x_max)
-    positive = perf[perf > 0]
+    positive = np.concatenate([perf[perf > 0], perf_a[perf_a > 0]])
     low = min(float(positive.min()) / 4, top / 1e4) if len(positive) else top / 1e4
     ax.set_ylim(low, top * 3)
-    ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
+    ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte" + (", after the L2)" if simulated
+                                                              else ")"))
     ax.set_ylabel("achieved FLOP/s")
-    ax.set_title(f"{r.workload.name} on {hw.display_name}: roofline ({est.memory_model})")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(f"{r.workload.name} on {hw.display_name}: roofline ({est.fidelity})")
+    ax.legend(fontsize=7, loc="upper left")
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     fig.tight_layout()
     return fig
@@ -86,7 +112,7 @@ def bandwidth_over_time(r: RunResult):
     start = 0.0
     for o in est.ops:
         if o.time_s > 0:
-            bw = o.op.bytes_moved / o.time_s / GB
+            bw = o.bytes_to_dram / o.time_s / GB
             ax.fill_between([start * 1e3, (start + o.time_s) * 1e3], 0, bw,
                             color=PHASE_COLORS[o.op.phase.value], alpha=0.7, lw=0)
         start += o.time_s

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from simulator.config.hardware import Hardware
+from simulator.estimate import OpTime, StepEstimate
+from simulator.gpu.l2 import ESTIMATED_L2_TO_DRAM_BANDWIDTH
 from simulator.pipeline import RunResult
-from simulator.units import GiB, fmt_bytes, fmt_flops, fmt_seconds
+from simulator.units import GB, GiB, fmt_bytes, fmt_flops, fmt_seconds
 
 
 def table(rows: list[list[str]], align: str) -> list[str]:
@@ -102,32 +104,111 @@ def run_report(r: RunResult, top: int = 10) -> str:
         *([] if r.fits else [f"  what would make it fit: python -m simulator memory "
                              f"{spec.path} --hardware {hw.name}"]),
         "",
-        f"Phases (time: {est.memory_model} roofline, peak compute per data type and peak DRAM "
-        "bandwidth; ops run back to back)",
+        f"Phases (time: {fidelity_line(est)}; ops run back to back)",
     ]
-    rows = [["phase", "ops", "FLOPs", "read", "written", "FLOP/B", "time", "share", "bound"]]
+    analytic = est.analytic
+    simulated = analytic is not est
+    ana_phase = {p.phase: p.time_s for p in analytic.phases()}
+    rows = [["phase", "ops", "FLOPs", "read", "written", "FLOP/B", "time",
+             *(["analytic"] if simulated else []), "share", "bound"]]
     step = est.step_time_s
     for p in est.phases():
         rows.append([p.phase.value, str(p.ops), fmt_flops(p.flops), fmt_bytes(p.bytes_read),
                      fmt_bytes(p.bytes_written), f"{p.arithmetic_intensity:.1f}",
-                     fmt_seconds(p.time_s), _pct(p.time_s / step if step else 0),
+                     fmt_seconds(p.time_s),
+                     *([fmt_seconds(ana_phase[p.phase])] if simulated else []),
+                     _pct(p.time_s / step if step else 0),
                      f"{p.bound} ({_pct(p.memory_bound_time_s / p.time_s if p.time_s else 0)} "
                      "of time memory-bound)"])
     total_flops = sum(p.flops for p in est.phases())
     rows.append(["step", str(len(trace.ops)), fmt_flops(total_flops),
                  fmt_bytes(sum(p.bytes_read for p in est.phases())),
                  fmt_bytes(sum(p.bytes_written for p in est.phases())), "", fmt_seconds(step),
-                 "100.0 %", ""])
-    lines += table(rows, "<>>>>>>><")
-    lines += ["", f"Top {min(top, len(est.ops))} ops by time"]
-    rows = [["op", "phase", "kind", "FLOPs", "bytes", "FLOP/B", "time", "bound", "ceiling"]]
+                 *([fmt_seconds(analytic.step_time_s)] if simulated else []), "100.0 %", ""])
+    lines += table(rows, "<>>>>>>>" + (">" if simulated else "") + "<")
+    lines += ["", f"Top {min(top, len(est.ops))} ops by time (DRAM bytes after the L2; "
+              "GB/s: DRAM bytes over the op's time)"]
+    ana_op = {o.op.index: o.time_s for o in analytic.ops}
+    rows = [["op", "phase", "kind", "FLOPs", "DRAM bytes", "FLOP/B", "time",
+             *(["analytic"] if simulated else []), "GB/s", "bound", "ceiling"]]
     for o in est.slowest(top):
         ai = o.op.arithmetic_intensity
         rows.append([o.op.name, o.op.phase.value, o.op.kind, fmt_flops(o.op.flops),
-                     fmt_bytes(o.op.bytes_moved), f"{ai:.1f}", fmt_seconds(o.time_s), o.bound,
-                     o.ceiling if o.bound == "compute" else "DRAM"])
-    lines += table(rows, "<<<>>>><<")
-    lines += ["", f"Step time  {fmt_seconds(step)}  ({est.memory_model}; "
-              f"{_pct(sum(p.memory_bound_time_s for p in est.phases()) / step if step else 0)} "
-              "of it in memory-bound ops)"]
+                     fmt_bytes(o.bytes_to_dram), f"{ai:.1f}", fmt_seconds(o.time_s),
+                     *([fmt_seconds(ana_op[o.op.index])] if simulated else []),
+                     f"{achieved_GBps(o):.1f}", o.bound,
+                     o.ceiling if o.bound == "compute" else "-"])
+    lines += table(rows, "<<<>>>>" + (">" if simulated else "") + "><<")
+    if est.replay is not None:
+        lines += ["", *bottleneck_lines(est)]
+    lines += ["", step_line(est)]
     return "\n".join(lines)
+
+
+def achieved_GBps(o: OpTime) -> float:
+    """DRAM bytes (after the L2) over the op's time, GB/s."""
+    return o.bytes_to_dram / o.time_s / GB if o.time_s else 0.0
+
+
+def fidelity_line(est: StepEstimate) -> str:
+    if est.replay is None:
+        return "analytic roofline, peak compute per data type and peak DRAM bandwidth"
+    return (f"{est.fidelity} replay through the GDDR6 engine, L2 and compute model; "
+            "analytic = peak roofline beside it")
+
+
+def step_line(est: StepEstimate) -> str:
+    step = est.step_time_s
+    mem_share = _pct(sum(p.memory_bound_time_s for p in est.phases()) / step if step else 0)
+    if est.replay is None:
+        return f"Step time  {fmt_seconds(step)}  (analytic; {mem_share} of it in memory-bound ops)"
+    a = est.analytic.step_time_s
+    err = est.replay.error_bound_s
+    return (f"Step time  {fmt_seconds(step)}  ({est.fidelity}"
+            + (f", error bound +-{fmt_seconds(err)}" if est.fidelity == "sampled" else "")
+            + f"; analytic {fmt_seconds(a)}, {_signed_pct(step / a - 1 if a else 0)}; "
+            f"{mem_share} of it in memory-bound ops)")
+
+
+def _signed_pct(x: float) -> str:
+    return f"{x * 100:+.1f} %"
+
+
+CHANGE_NAMES = {"dram_bandwidth_+25%": "DRAM bandwidth +25 % (data rate or bus width)",
+                "compute_+25%": "compute +25 % (SM clock or count)",
+                "l2_bandwidth_+25%": "L2 bandwidth +25 %",
+                "l2_capacity_x2": "L2 capacity x2"}
+
+
+def bottleneck_lines(est: StepEstimate) -> list[str]:
+    d = est.replay
+    b = d.bottlenecks
+    step = est.step_time_s
+    lines = ["Bottlenecks",
+             f"  memory-bound share of step time: {_pct(b.memory_bound_share)}; time by bound: "
+             + ", ".join(f"{k} {fmt_seconds(v)}" for k, v in b.time_by_bound.items())]
+    if b.dram_lost_by_cause:
+        lost = sorted(b.dram_lost_by_cause.items(), key=lambda kv: -kv[1])
+        lines.append(f"  DRAM in DRAM-bound ops: data bus busy {_pct(b.dram_busy_share)} of "
+                     "channel-cycles; lost to " + ", ".join(
+                         f"{k.replace('_', ' ')} {_pct(v)}" for k, v in lost))
+    best = b.what_if[b.best_change]
+    lines.append(f"  single change that helps most: {CHANGE_NAMES[b.best_change]}: step "
+                 f"{fmt_seconds(best)} ({_signed_pct(best / step - 1 if step else 0)}); others: "
+                 + ", ".join(f"{CHANGE_NAMES[k]} {_signed_pct(v / step - 1 if step else 0)}"
+                             for k, v in b.what_if.items() if k != b.best_change))
+    s = d.dram
+    lat = s.read_latency_cycles
+    lines.append(f"  DRAM engine ({d.simulated_requests:,} requests simulated): "
+                 f"{s.reads:,} reads, {s.writes:,} writes, row hit rate {_pct(s.row_hit_rate)}, "
+                 f"{s.refreshes:,} refreshes, read latency mean {lat['mean'] * s.tck_ns:.1f} ns "
+                 f"({lat['mean']:.1f} CK)")
+    lines.append(f"  L2 ceiling {d.l2_bandwidth_GBps:.0f} GB/s ("
+                 + ("measured" if d.l2_bandwidth_measured else
+                    f"estimated at {ESTIMATED_L2_TO_DRAM_BANDWIDTH:g} x DRAM peak; set "
+                    "cache.l2_bandwidth_GBps in the hardware file")
+                 + f"); cache for reuse {fmt_bytes(d.cache_bytes)}")
+    if not d.fits:
+        lines.append("  the allocator's reserved peak exceeds capacity: addresses wrap round "
+                     "the device, so the DRAM figures are indicative only")
+    return lines

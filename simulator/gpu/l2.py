@@ -1,0 +1,110 @@
+"""The L2 cache as the replay sees it: which of an op's bytes must come from DRAM.
+
+A model at tensor granularity, not a tag array: the L2 holds the most recently touched storages
+(least recently used goes first), up to its capacity. An op's read of a storage that is still
+resident is served by the L2; the rest goes to DRAM. Writes allocate in the L2 (write-back) and
+reach DRAM once each. A storage larger than the cache streams through it and leaves nothing
+reusable (an LRU scan evicts its own head before the next op reads it). On AMD cards the
+memory-side Infinity Cache counts as part of this capacity.
+
+Within one tiled GEMM or convolution, operand tiles are re-read from DRAM when the operands do
+not fit: a blocked kernel whose tiles fill a third of the cache each moves at least
+2 x M x N x K / b elements, with b = sqrt(capacity / (3 x element size)) (the Hong-Kung bound
+with square tiles). Reads are raised to that when it exceeds the operands' own size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from simulator.config.hardware import Hardware
+from simulator.workload.trace import DTYPE_BYTES, Access, Op
+
+# When no L2 bandwidth is measured for a card: this multiple of its DRAM peak, the L40's
+# measured ratio (about 5.25 TB/s over 864 GB/s, gpu-benches; shared/reference/gddr6.md 3.3).
+ESTIMATED_L2_TO_DRAM_BANDWIDTH = 6.0
+
+
+@dataclass(frozen=True)
+class AccessTraffic:
+    access: Access
+    dram_bytes: int        # bytes the op moves between L2 and DRAM for this access
+    is_write: bool
+
+
+@dataclass(frozen=True)
+class OpTraffic:
+    accesses: tuple[AccessTraffic, ...]
+    l2_bytes: int          # every byte the op reads or writes passes through the L2
+
+    @property
+    def dram_read_bytes(self) -> int:
+        return sum(a.dram_bytes for a in self.accesses if not a.is_write)
+
+    @property
+    def dram_write_bytes(self) -> int:
+        return sum(a.dram_bytes for a in self.accesses if a.is_write)
+
+    @property
+    def dram_bytes(self) -> int:
+        return self.dram_read_bytes + self.dram_write_bytes
+
+
+def l2_bandwidth_Bps(hw: Hardware) -> tuple[float, bool]:
+    """(bytes per second, measured?)."""
+    if hw.l2_bandwidth_GBps:
+        return hw.l2_bandwidth_GBps * 1e9, True
+    return ESTIMATED_L2_TO_DRAM_BANDWIDTH * hw.peak_bandwidth_Bps, False
+
+
+def tiled_read_bytes(op: Op, capacity: int) -> int:
+    """Least DRAM reads of a blocked GEMM or convolution with this cache (0 when unknown)."""
+    if op.kind not in ("matmul", "conv") or not op.flops or capacity <= 0:
+        return 0
+    elem = DTYPE_BYTES[op.reads[0].tensor.dtype] if op.reads else 4
+    block = math.sqrt(capacity / (3 * elem))
+    return int(op.flops * elem / block)
+
+
+class L2Cache:
+    def __init__(self, capacity_bytes: int):
+        self.capacity = capacity_bytes
+        self._resident: OrderedDict[int, int] = OrderedDict()  # storage id -> bytes held
+        self._held = 0
+
+    def _touch(self, sid: int, nbytes: int) -> None:
+        self._held -= self._resident.pop(sid, 0)
+        if nbytes > self.capacity:  # streamed through: it evicted everything, and its own
+            self._resident.clear()   # head before its tail arrived
+            self._held = 0
+            return
+        self._resident[sid] = nbytes
+        self._held += nbytes
+        while self._held > self.capacity:
+            _, evicted = self._resident.popitem(last=False)
+            self._held -= evicted
+
+    def filter(self, op: Op) -> OpTraffic:
+        out = []
+        for a in op.reads:
+            sid = a.tensor.storage.id
+            hit = min(self._resident.get(sid, 0), a.nbytes)
+            out.append(AccessTraffic(a, a.nbytes - hit, False))
+        tiled = tiled_read_bytes(op, self.capacity)
+        compulsory = sum(t.dram_bytes for t in out)
+        if tiled > compulsory and compulsory:
+            scale = tiled / compulsory
+            out = [AccessTraffic(t.access, int(t.dram_bytes * scale), False) for t in out]
+        for a in op.reads:
+            self._touch(a.tensor.storage.id, max(a.nbytes, self._resident.get(
+                a.tensor.storage.id, 0)))
+        for a in op.writes:
+            out.append(AccessTraffic(a, a.nbytes, True))
+            self._touch(a.tensor.storage.id, a.nbytes)
+        return OpTraffic(tuple(out), op.bytes_moved)
+
+
+def cache_capacity(hw: Hardware) -> int:
+    return hw.l2_bytes + hw.last_level_cache_bytes

@@ -1,0 +1,23 @@
+"""The GPU's side of its memory controllers, for hardware files that do not state their own.
+
+A GPU keeps far more requests in flight than a CPU-style controller: the L2 slices queue misses
+and hold dirty lines until they are written back in long batches. Modelled as deep per-channel
+read and write queues (Little's law: 256 x 32 B per channel in flight covers about 500 ns of
+latency at full rate) drained in long write batches, with per-bank refresh as GDDR6 GPUs use.
+One setting for every card; the card-specific part is its organisation, timing and hashing.
+"""
+
+from __future__ import annotations
+
+from simulator.config.hardware import Hardware
+from simulator.dram.controller import ControllerConfig
+
+GPU_CONTROLLER = ControllerConfig(
+    read_buffer=256, write_buffer=256, active_buffer=32,
+    write_high_watermark=0.9, write_low_watermark=0.3,
+    scheduler="frfcfs", page_policy="open", refresh="per_bank")
+
+
+def controller(hw: Hardware) -> ControllerConfig:
+    """The file's own `memory.controller` when it states one, else the GPU memory path."""
+    return hw.controller if hw.controller_stated else GPU_CONTROLLER

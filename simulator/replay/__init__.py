@@ -1,0 +1,155 @@
+"""The replay: a training step's ops through the compute model, the L2 and the GDDR6 engine.
+
+The story, as a simpy process: the GPU runs one kernel at a time. Each kernel waits its launch
+gap, then its SMs work for as long as the arithmetic (or the L2's bandwidth) takes, while the
+DRAM serves the L2's misses and write-backs as the SMs reach them. The kernel ends when both
+are done. Compute and memory overlap within a kernel; kernels run back to back.
+
+Fidelities: `cycle` (every 32 B burst through the channel engine), `sampled` (windows of each
+op, extrapolated; see replay/memory.py) and `analytic` (estimate.py; no replay).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import simpy
+
+from simulator.config.hardware import Hardware
+from simulator.dram.system import DramStats, MemorySystem
+from simulator.errors import InputError
+from simulator.estimate import OpTime, StepEstimate, estimate
+from simulator.gpu import memory_path
+from simulator.gpu.compute import kernel_compute, launch_overhead_s
+from simulator.gpu.l2 import L2Cache, OpTraffic, cache_capacity, l2_bandwidth_Bps
+from simulator.replay.bottleneck import Bottlenecks, summarize
+from simulator.replay.memory import CycleMemory, SampledMemory, Service
+from simulator.replay.traffic import OpRequests
+from simulator.workload.allocator import Placement, place
+from simulator.workload.trace import Op, Trace
+
+FIDELITIES = ("cycle", "sampled", "analytic")
+
+# The memory kept pace with the SMs when its last request finished within this many unloaded
+# read latencies (ACT + read + burst) of the SMs finishing: only the final drain showed ...
+_PACE_SLACK_LATENCIES = 2
+# ... or within this share of the SMs' time: the write-backs left in the queues at the end
+_PACE_SLACK_SHARE = 1.05
+
+
+@dataclass(frozen=True)
+class OpReplay:
+    """Per-op detail beyond OpTime: what the L2 and the DRAM engine did."""
+
+    traffic: OpTraffic
+    service: Service
+    tile_efficiency: float
+    wave_efficiency: float
+
+
+@dataclass(frozen=True)
+class ReplayDetails:
+    analytic: StepEstimate
+    per_op: list[OpReplay]
+    dram: DramStats                 # the engine's totals over the simulated requests
+    l2_bandwidth_GBps: float
+    l2_bandwidth_measured: bool
+    cache_bytes: int
+    error_bound_s: float            # sampled: sum of the ops' extrapolation bounds; cycle: 0
+    simulated_requests: int
+    bottlenecks: Bottlenecks
+    placement: Placement
+    fits: bool
+
+
+def _bound(compute_s: float, memory_s: float, l2_s: float, launch_s: float, dram_bytes: int,
+           peak_Bps: float, slack_s: float) -> str:
+    busy = max(compute_s, memory_s, l2_s)
+    if launch_s > busy:
+        return "launch"
+    if memory_s <= _PACE_SLACK_SHARE * max(compute_s, l2_s) + slack_s:
+        return "compute" if compute_s >= l2_s else "l2"
+    # DRAM took longest: streaming at a good share of peak, or waiting on latency
+    return "dram_bandwidth" if dram_bytes / peak_Bps >= 0.5 * memory_s else "dram_latency"
+
+
+class Replay:
+    def __init__(self, trace: Trace, hw: Hardware, fidelity: str = "sampled",
+                 progress: bool = False):
+        if fidelity not in ("cycle", "sampled"):
+            raise InputError(f"expected a replay fidelity of cycle or sampled, got '{fidelity}'")
+        self.trace, self.hw, self.fidelity = trace, hw, fidelity
+        self.ms = MemorySystem.from_hardware(hw, controller=memory_path.controller(hw))
+        self.memory = (CycleMemory if fidelity == "cycle" else SampledMemory)(self.ms)
+        self.placement = place(trace)
+        self.capacity = self.ms.org.capacity_bytes
+        self.l2 = L2Cache(cache_capacity(hw))
+        self.l2_Bps, self.l2_measured = l2_bandwidth_Bps(hw)
+        self.launch_s = launch_overhead_s(hw)
+        t = self.ms.timing
+        self.tck_s = self.ms.tck_ns * 1e-9
+        self.slack_s = _PACE_SLACK_LATENCIES * (t.nRCDRD + t.nCL + t.nBL) * self.tck_s
+        self.progress = progress
+        self.timed: list[OpTime] = []
+        self.detail: list[OpReplay] = []
+
+    def run(self) -> StepEstimate:
+        env = simpy.Environment()  # time in seconds
+        env.process(self._kernel_stream(env))
+        env.run()
+        analytic = estimate(self.trace, self.hw)
+        errors = sum(d.service.error_ck for d in self.detail) * self.tck_s
+        details = ReplayDetails(
+            analytic, self.detail, self.ms.stats(), self.l2_Bps / 1e9, self.l2_measured,
+            self.l2.capacity, errors, sum(d.service.simulated_requests for d in self.detail),
+            summarize(self.hw, self.ms, self.timed, self.detail), self.placement,
+            self.placement.reserved_peak <= self.capacity)
+        return StepEstimate(self.hw, self.trace, self.fidelity, self.timed, details)
+
+    def _kernel_stream(self, env: simpy.Environment):
+        ops = self.trace.ops
+        bar = None
+        if self.progress:
+            from tqdm import tqdm
+            bar = tqdm(total=len(ops), unit="op", delay=2.0, leave=False,
+                       desc=f"replay ({self.fidelity})")
+        for op in ops:
+            yield env.timeout(self.launch_s)
+            kc = kernel_compute(self.hw, op)
+            traffic = self.l2.filter(op)
+            l2_s = traffic.l2_bytes / self.l2_Bps
+            on_chip_s = max(kc.time_s, l2_s)
+            sms = env.timeout(on_chip_s)
+            dram = env.process(self._dram(env, op, traffic, on_chip_s))
+            yield sms & dram
+            service: Service = dram.value
+            memory_s = service.span_ck * self.tck_s
+            bound = _bound(kc.time_s, memory_s, l2_s, self.launch_s, traffic.dram_bytes,
+                           self.hw.peak_bandwidth_Bps, self.slack_s)
+            self.timed.append(OpTime(op, kc.time_s, memory_s, kc.ceiling.key, bound, l2_s,
+                                     self.launch_s, traffic.dram_bytes))
+            self.detail.append(OpReplay(traffic, service, kc.tile_efficiency,
+                                        kc.wave_efficiency))
+            if bar is not None:
+                bar.update()
+        if bar is not None:
+            bar.close()
+
+    def _dram(self, env: simpy.Environment, op: Op, traffic: OpTraffic, on_chip_s: float):
+        """The L2's misses and write-backs through the GDDR6 engine, paced by the SMs."""
+        reqs = OpRequests(op.index, traffic, self.placement.address, self.capacity)
+        start_ck = math.ceil(env.now / self.tck_s)
+        pace_ck = on_chip_s / self.tck_s
+        key = (op.kind, tuple((a.access.pattern, a.dram_bytes, a.is_write)
+                              for a in traffic.accesses), round(pace_ck))
+        service = self.memory.serve(reqs, start_ck, pace_ck, key)
+        yield env.timeout(service.span_ck * self.tck_s)
+        return service
+
+
+def replay(trace: Trace, hw: Hardware, fidelity: str = "sampled",
+           progress: bool = False) -> StepEstimate:
+    if fidelity == "analytic":
+        return estimate(trace, hw)
+    return Replay(trace, hw, fidelity, progress).run()

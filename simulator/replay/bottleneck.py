@@ -1,0 +1,96 @@
+"""Why the step takes as long as it does: memory-bound share, where DRAM time is lost, and which
+single hardware change would shorten it most.
+
+DRAM inefficiency is measured over the ops the DRAM limits: channel-cycles of their spans in
+which a channel's data bus moved nothing. For bandwidth-bound ops that loss is split among its
+causes in proportion to each cause's raw cycle cost as the engine counted it (row misses and
+conflicts: their ACT/PRE latencies; bank-group spacing: nCCDL - nCCDS per column command that
+follows one to the same group; turnaround: the bus gap of each read/write switch; refresh: the
+cycles refresh held banks; channel imbalance: how far each channel's busy cycles fall short of
+the busiest). Latency-bound ops lose theirs to too few requests in flight.
+
+The what-if figures are first-order, from each op's own breakdown (a faster bus shortens the
+bandwidth-bound DRAM spans, faster SMs the compute spans, a bigger L2 scales DRAM spans by the
+bytes it saves); run a sweep to confirm one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.config.hardware import Hardware
+from simulator.dram.system import Counters, MemorySystem
+from simulator.estimate import OpTime
+from simulator.gpu.l2 import L2Cache
+
+CAUSES = ("row_misses", "bank_group_spacing", "read_write_turnaround", "refresh",
+          "channel_imbalance", "too_few_requests_in_flight")
+SPEEDUP = 1.25  # each what-if makes one resource 25 % faster (or the L2 twice as big)
+
+
+@dataclass(frozen=True)
+class Bottlenecks:
+    step_s: float
+    memory_bound_share: float         # share of step time in ops not bound by compute
+    time_by_bound: dict[str, float]   # seconds of step time per bound
+    dram_busy_share: float            # data-bus busy share of channel-cycles in DRAM-bound ops
+    dram_lost_by_cause: dict[str, float]  # share of those channel-cycles lost, per cause
+    what_if: dict[str, float]         # step time in s after each single change
+    best_change: str
+
+
+def _split_lost(c: Counters, span_ck: float, ms: MemorySystem, latency_bound: bool
+                ) -> dict[str, float]:
+    ch = len(c.channel_busy)
+    lost = max(span_ck * ch - float(c.channel_busy.sum()), 0.0)
+    if latency_bound:
+        return {"too_few_requests_in_flight": lost}
+    t = ms.timing
+    raw = {
+        "row_misses": c.row_misses * t.nRCDRD + c.row_conflicts * (t.nRP + t.nRCDRD),
+        "bank_group_spacing": c.same_bankgroup * (t.nCCDL - t.nCCDS),
+        "read_write_turnaround": c.rw_switches * (((t.nCL + 1) + (t.nCWL + t.nBL + t.nWTRS)) / 2
+                                                  - t.nBL),
+        "refresh": c.refresh_cycles,
+        "channel_imbalance": float((c.channel_busy.max() - c.channel_busy).sum()),
+    }
+    total = sum(raw.values())
+    return {k: lost * v / total for k, v in raw.items()} if total else {}
+
+
+def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list) -> Bottlenecks:
+    step = sum(o.time_s for o in timed)
+    by_bound: dict[str, float] = {}
+    for o in timed:
+        by_bound[o.bound] = by_bound.get(o.bound, 0.0) + o.time_s
+    lost = dict.fromkeys(CAUSES, 0.0)
+    span_total = busy_total = 0.0
+    channels = ms.org.channels
+    for o, d in zip(timed, detail, strict=True):
+        if o.bound not in ("dram_bandwidth", "dram_latency"):
+            continue
+        span = d.service.span_ck
+        span_total += span * channels
+        busy_total += float(d.service.counters.channel_busy.sum())
+        for k, v in _split_lost(d.service.counters, span, ms, o.bound == "dram_latency").items():
+            lost[k] += v
+    lost_share = {k: v / span_total for k, v in lost.items()} if span_total else {}
+
+    # what-if, op by op
+    bigger = L2Cache(2 * (hw.l2_bytes + hw.last_level_cache_bytes))
+    what_if = {"dram_bandwidth_+25%": 0.0, "compute_+25%": 0.0, "l2_bandwidth_+25%": 0.0,
+               "l2_capacity_x2": 0.0}
+    for o in timed:
+        dram_bw_s = o.memory_s / SPEEDUP if o.bound == "dram_bandwidth" else o.memory_s
+        saved = bigger.filter(o.op).dram_bytes
+        l2x2_mem = o.memory_s * (saved / o.bytes_to_dram) if o.bytes_to_dram else o.memory_s
+        what_if["dram_bandwidth_+25%"] += o.launch_s + max(o.compute_s, dram_bw_s, o.l2_s)
+        what_if["compute_+25%"] += o.launch_s + max(o.compute_s / SPEEDUP, o.memory_s, o.l2_s)
+        what_if["l2_bandwidth_+25%"] += o.launch_s + max(o.compute_s, o.memory_s,
+                                                         o.l2_s / SPEEDUP)
+        what_if["l2_capacity_x2"] += o.launch_s + max(o.compute_s, min(l2x2_mem, o.memory_s),
+                                                      o.l2_s)
+    best = min(what_if, key=what_if.get)
+    mem_share = sum(v for k, v in by_bound.items() if k != "compute") / step if step else 0.0
+    return Bottlenecks(step, mem_share, by_bound,
+                       busy_total / span_total if span_total else 0.0, lost_share, what_if, best)

@@ -1,0 +1,208 @@
+"""The replay: ops through the compute model, the L2 and the GDDR6 engine. Invariants, not
+figures: fidelity against real cards is benchmarks/stream_fidelity.py's job."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from simulator.config.hardware import load_hardware
+from simulator.dram.organization import ACCESS_BYTES
+from simulator.estimate import BOUNDS
+from simulator.gpu.compute import (
+    GemmShape,
+    kernel_compute,
+    launch_overhead_s,
+    quantization,
+)
+from simulator.gpu.l2 import L2Cache
+from simulator.pipeline import analyze, load_step
+from simulator.replay import replay
+from simulator.replay.traffic import OpRequests
+from simulator.workload.allocator import place
+from simulator.workload.trace import Access, Category, Op, Pattern, Phase, Tensor, Unit
+
+
+@pytest.fixture(scope="module")
+def cnn():
+    return load_step("cnn")[1]
+
+
+@pytest.fixture(scope="module")
+def t4():
+    return load_hardware("t4")
+
+
+@pytest.fixture(scope="module")
+def cnn_cycle(cnn, t4):
+    return replay(cnn, t4, "cycle")
+
+
+@pytest.fixture(scope="module")
+def cnn_sampled(cnn, t4):
+    return replay(cnn, t4, "sampled")
+
+
+def _tensor(i, n, dtype="fp32", cat=Category.ACTIVATION):
+    return Tensor(i, f"t{i}", (n,), dtype, cat)
+
+
+def _op(i, reads, writes, kind="elementwise", flops=0):
+    return Op(i, f"op{i}", kind, Phase.FORWARD, flops, tuple(Access(t, t.nbytes) for t in reads),
+              tuple(Access(t, t.nbytes) for t in writes), "fp32", Unit.VECTOR)
+
+
+def test_every_op_obeys_the_ceilings(cnn_cycle, t4):
+    peak = t4.peak_bandwidth_Bps
+    for o in cnn_cycle.ops:
+        assert o.bound in BOUNDS
+        assert o.time_s == pytest.approx(o.launch_s + max(o.compute_s, o.memory_s, o.l2_s))
+        # the DRAM never moves an op's bytes faster than the bus can
+        assert o.bytes_to_dram <= o.memory_s * peak * (1 + 1e-9) + ACCESS_BYTES
+        assert o.compute_s >= o.op.flops / (max(v for v in t4.peak_tflops.values() if v) * 1e12)
+    assert cnn_cycle.step_time_s == pytest.approx(sum(o.time_s for o in cnn_cycle.ops))
+    assert cnn_cycle.replay.error_bound_s == 0
+
+
+def test_sampled_tracks_cycle(cnn_cycle, cnn_sampled):
+    """The issue's bar is 2 % on step time for every shipped workload; the CNN is the one small
+    enough to run at cycle fidelity in a test (benchmarks/replay_speed.py measures the rest)."""
+    assert cnn_sampled.step_time_s == pytest.approx(cnn_cycle.step_time_s, rel=0.02)
+    for a, b in zip(cnn_cycle.ops, cnn_sampled.ops, strict=True):
+        assert a.bound == b.bound or a.op.phase is Phase.OPTIMIZER
+        assert a.compute_s == b.compute_s and a.dram_bytes == b.dram_bytes
+
+
+def test_replay_is_deterministic(cnn, t4, cnn_sampled):
+    again = replay(cnn, t4, "sampled")
+    assert [o.time_s for o in again.ops] == [o.time_s for o in cnn_sampled.ops]
+
+
+def test_faster_memory_never_slows_the_step(cnn, t4, cnn_sampled):
+    mem = dataclasses.replace(t4.memory, data_rate_gbps=2 * t4.memory.data_rate_gbps)
+    fast = replay(cnn, dataclasses.replace(t4, memory=mem), "sampled")
+    assert fast.step_time_s < cnn_sampled.step_time_s
+    dram = [o for o in cnn_sampled.ops if o.bound == "dram_bandwidth"]
+    assert dram
+    faster = {o.op.index: o for o in fast.ops}
+    for o in dram:
+        assert faster[o.op.index].memory_s < o.memory_s
+
+
+def test_analytic_rides_along(cnn_sampled, cnn, t4):
+    from simulator.estimate import estimate
+
+    assert cnn_sampled.analytic.step_time_s == estimate(cnn, t4).step_time_s
+    assert replay(cnn, t4, "analytic").replay is None
+
+
+def test_bottleneck_summary(cnn_sampled):
+    b = cnn_sampled.replay.bottlenecks
+    assert sum(b.time_by_bound.values()) == pytest.approx(cnn_sampled.step_time_s)
+    assert 0 < b.memory_bound_share < 1
+    assert b.best_change == min(b.what_if, key=b.what_if.get)
+    assert all(v <= cnn_sampled.step_time_s * (1 + 1e-9) for v in b.what_if.values())
+    assert 0 < b.dram_busy_share <= 1
+    assert sum(b.dram_lost_by_cause.values()) == pytest.approx(1 - b.dram_busy_share, abs=1e-6)
+
+
+def test_hbm_cards_take_the_analytic_roofline():
+    r = analyze("cnn", "a100-40gb")
+    assert r.estimate.fidelity == "analytic"
+    from simulator.errors import InputError
+
+    with pytest.raises(InputError, match="GDDR6"):
+        analyze("cnn", "a100-40gb", fidelity="sampled")
+
+
+# --- the L2 -----------------------------------------------------------------------------------
+
+def test_l2_reuse_between_consecutive_ops():
+    small, big = _tensor(0, 1 << 16), _tensor(1, 1 << 22)   # 256 KiB and 16 MiB
+    out1, out2 = _tensor(2, 1 << 16), _tensor(3, 1 << 22)
+    l2 = L2Cache(4 << 20)
+    assert l2.filter(_op(0, [small], [out1])).dram_read_bytes == small.nbytes  # cold
+    t = l2.filter(_op(1, [out1], [_tensor(4, 1 << 16)]))
+    assert t.dram_read_bytes == 0                  # just written: still in the L2
+    assert t.dram_write_bytes == out1.nbytes       # writes reach DRAM once each
+    l2.filter(_op(2, [big], [out2]))               # streams 32 MiB through: evicts the rest
+    assert l2.filter(_op(3, [small], [])).dram_read_bytes == small.nbytes
+    assert l2.filter(_op(4, [big], [])).dram_read_bytes == big.nbytes  # too big to stay
+
+
+def test_tiled_gemm_rereads_operands_that_do_not_fit():
+    a, b, c = _tensor(0, 4096 * 4096), _tensor(1, 4096 * 4096), _tensor(2, 4096 * 4096)
+    gemm = _op(0, [a, b], [c], kind="matmul", flops=2 * 4096 ** 3)
+    small = L2Cache(1 << 20).filter(gemm).dram_read_bytes
+    large = L2Cache(1 << 30).filter(gemm).dram_read_bytes
+    assert large == a.nbytes + b.nbytes
+    block = math.sqrt((1 << 20) / 12)
+    assert small == pytest.approx(2 * 4096 ** 3 * 4 / block, rel=0.01)
+
+
+# --- the compute model ------------------------------------------------------------------------
+
+def test_tile_and_wave_quantization():
+    # 41 full tiles on 40 SMs: two waves, the second nearly empty
+    tile, wave = quantization(GemmShape(1, 128 * 41, 128, 4096), (128, 128), 40)
+    assert tile == 1 and wave == pytest.approx(41 / 80)
+    # a ragged edge: 129 rows pad to two tiles
+    tile, _ = quantization(GemmShape(1, 129, 128, 4096), (128, 128), None)
+    assert tile == pytest.approx(129 / 256)
+    # too few tiles: K is split to fill the SMs
+    _, wave = quantization(GemmShape(1, 128, 128, 128 * 40), (128, 128), 40)
+    assert wave == 1
+
+
+def test_kernel_compute_and_launch(cnn, t4):
+    for op in cnn.ops:
+        kc = kernel_compute(t4, op)
+        assert 0 < kc.tile_efficiency <= 1 and 0 < kc.wave_efficiency <= 1
+        assert kc.time_s == pytest.approx(
+            op.flops / (kc.ceiling.flops_per_s * kc.tile_efficiency * kc.wave_efficiency))
+    assert launch_overhead_s(t4) > 0
+    assert launch_overhead_s(dataclasses.replace(t4, kernel_launch_overhead_us=7.0)) == 7e-6
+
+
+# --- the traffic ------------------------------------------------------------------------------
+
+def test_requests_cover_each_tensor_once(cnn, t4):
+    placement = place(cnn)
+    l2 = L2Cache(0)
+    cap = 16 << 30
+    for op in cnn.ops[:12]:
+        traffic = l2.filter(op)
+        reqs = OpRequests(op.index, traffic, placement.address, cap)
+        r = reqs.between(0.0, 1.0)
+        assert len(r) == reqs.count == sum(-(-a.dram_bytes // 32) for a in traffic.accesses)
+        assert np.all(np.diff(r.progress) >= 0) and (r.address % 32 == 0).all()
+        halves = [reqs.between(0, 0.5), reqs.between(0.5, 1.0)]
+        assert sum(len(h) for h in halves) == len(r)
+        for a in traffic.accesses:
+            if a.access.pattern is Pattern.SEQUENTIAL and a.dram_bytes == a.access.nbytes:
+                base = int(placement.address[a.access.tensor.storage.id])
+                mine = r.address[(r.address >= base) & (r.address < base + a.dram_bytes)]
+                assert len(np.unique(mine)) >= a.dram_bytes // 32
+
+
+def test_foreach_lists_walk_in_step():
+    """A multi-tensor kernel reads element i of every list at the same progress, and an
+    in-place one reads each element before writing it back, whatever the L2 caught."""
+    ts = [_tensor(i, 1 << 14) for i in range(6)]  # lists (t0, t1, t2) and (t3, t4, t5)
+    op = _op(0, ts, ts[:3])
+    l2 = L2Cache(1 << 20)
+    l2.filter(_op(1, [], [ts[2]]))               # t2 resident: its read is an L2 hit
+    traffic = l2.filter(op)
+    address = np.arange(6, dtype=np.int64) * (1 << 20)
+    r = OpRequests(0, traffic, address, 1 << 30).between(0, 1)
+    first_write = {}
+    for i, (a, w) in enumerate(zip(r.address, r.is_write, strict=True)):
+        if w:
+            first_write.setdefault(int(a), i)
+    for i, (a, w) in enumerate(zip(r.address, r.is_write, strict=True)):
+        if not w and int(a) in first_write:
+            assert i < first_write[int(a)]
+    # t0's and t3's first requests come together, before anything of t1 or t4
+    tensor = r.address // (1 << 20)
+    assert set(tensor[:8]) == {0, 3}
