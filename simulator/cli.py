@@ -136,9 +136,10 @@ def cmd_workloads_show(args: argparse.Namespace) -> int:
 def cmd_dram(args: argparse.Namespace) -> int:
     from simulator.dram.report import dram_doc, dram_report
     from simulator.dram.system import MemorySystem
+    from simulator.gpu import memory_path
 
-    hw = load_hardware(args.hardware)
-    system = MemorySystem.from_hardware(hw)
+    hw = load_hardware(args.hardware)  # a GPU's own memory path unless the file states one
+    system = MemorySystem.from_hardware(hw, controller=memory_path.controller(hw))
     stats = system.run_trace(Path(args.trace))
     if args.json:
         _print_json(dram_doc(stats, hw, args.trace))

@@ -53,3 +53,16 @@ PUBLISHED = {
     "a100-40gb": (1555, 40, "HBM2"),
     "h100-sxm": (3352, 80, "HBM3"),
 }
+
+# gddr6.md Part 3.1: sustained DRAM bandwidth measured on real cards, GB/s (1e9 B/s), per
+# BabelStream kernel of workloads/stream.json. The A40 and RX 6900 XT were measured with
+# gpu-benches (te42kyfo/gpu-benches@1c36d50), whose kernels map onto BabelStream's by their
+# traffic: scale (A=B*c, one read one write) for copy and mul, triad (two reads one write) for
+# add and triad, read (reads only) for dot. The RTX 2080 Ti ran BabelStream v4.0 itself
+# (iree-org/iree-experimental). Target: within 5 % (the bar; the measurements
+# themselves vary by a few percent between runs and methods).
+STREAM_MEASURED = {
+    "a40": {"copy": 658, "mul": 658, "add": 663, "triad": 663, "dot": 679},
+    "rtx-2080-ti": {"copy": 547.8, "mul": 544.9, "add": 556.7, "triad": 556.8, "dot": 574.5},
+    "rx-6900-xt": {"copy": 461, "mul": 461, "add": 434, "triad": 434, "dot": 505},
+}

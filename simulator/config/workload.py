@@ -74,6 +74,8 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
     from simulator.workload.models import check_model  # the generators own their rules
     from simulator.workload.pruning import prune
 
+    if "benchmark" in raw:
+        return _benchmark(raw, file)
     data, training = raw["data"], raw["training"]
     model = prune(raw["model"], training.get("pruning", {}).get("fraction", 0.0))
     check_model(model, data, file)
@@ -100,6 +102,20 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
                             autocast=None if amp == "none" else amp,
                             weight_quantization=training.get("weight_quantization")),
         loss_scaling=training.get("loss_scaling", amp == "fp16"), path=file)
+
+
+def _benchmark(raw: dict, file: str) -> WorkloadSpec:
+    """A memory benchmark: its kernels are the step; nothing is trained."""
+    for key in ("model", "data", "training"):
+        if key in raw:
+            raise InputError(f"'{key}' describes a training step; a benchmark workload has "
+                             "none: expected either 'benchmark' or model, data and training",
+                             file=file, path=f"$.{key}")
+    bench = raw["benchmark"]
+    return WorkloadSpec(
+        name=raw["name"], description=raw.get("description", ""), model=bench, batch_size=0,
+        src_seq_len=None, tgt_seq_len=None, seq_len=None, micro_batches=1, dtype=bench["dtype"],
+        loss="none", optimizer=OptimizerSpec("none", implementation="none"), path=file)
 
 
 def workload_names() -> list[str]:

@@ -5,7 +5,8 @@ A mapping lists the fields from least to most significant above the 32 B access 
 its count's worth of the address by division, so channel counts that are not powers of two
 (24 channels on a 384-bit bus) interleave by modulo, and power-of-two ones are bit fields.
 `hash` entries fold a source field into a target, as GPUs do to spread strided streams: XOR
-where the target count is a power of two, addition modulo the count otherwise.
+of all the source's bits, log2(count) at a time, where the target count is a power of two;
+addition modulo the count otherwise.
 """
 
 from __future__ import annotations
@@ -22,6 +23,18 @@ RAMULATOR_ROBARACOCH = ("channel", "column", "bankgroup", "bank", "row")
 # and reaches nCCDS), then columns of one row, then banks; channel and bank hashed with the row.
 DEFAULT_FIELDS = ("channel", "bankgroup", "column", "bank", "row")
 DEFAULT_HASH = (("channel", "row"), ("bankgroup", "row"), ("bank", "row"))
+
+
+def _fold(values: np.ndarray, n: int) -> np.ndarray:
+    """XOR of every log2(n)-bit slice of the values: all their bits take part, as in GPU
+    address hashes, so arrays a power of two apart do not land in the same channel and bank."""
+    bits = n.bit_length() - 1
+    out = np.zeros_like(values)
+    rest = values.copy()
+    while bits and rest.any():
+        out ^= rest & (n - 1)
+        rest >>= bits
+    return out
 
 
 @dataclass(frozen=True)
@@ -45,7 +58,7 @@ class AddressMapping:
         for target, source in self.hash:
             n = counts[target]
             if n & (n - 1) == 0:
-                out[target] = out[target] ^ (out[source] & (n - 1))
+                out[target] = out[target] ^ _fold(out[source], n)
             else:
                 out[target] = (out[target] + out[source]) % n
         return out

@@ -3,8 +3,10 @@
 A GPU keeps far more requests in flight than a CPU-style controller: the L2 slices queue misses
 and hold dirty lines until they are written back in long batches. Modelled as deep per-channel
 read and write queues (Little's law: 256 x 32 B per channel in flight covers about 500 ns of
-latency at full rate) drained in long write batches, with per-bank refresh as GDDR6 GPUs use.
-One setting for every card; the card-specific part is its organisation, timing and hashing.
+latency at full rate), writes drained in batches of about 230 (from 95 % to 50 % of a
+512-entry queue), with per-bank refresh as GDDR6 GPUs use. One setting for every card; the
+card-specific part is its organisation, timing and hashing. benchmarks/stream_fidelity.py
+compares the result with sustained bandwidth measured on three cards.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from simulator.config.hardware import Hardware
 from simulator.dram.controller import ControllerConfig
 
 GPU_CONTROLLER = ControllerConfig(
-    read_buffer=256, write_buffer=256, active_buffer=32,
-    write_high_watermark=0.9, write_low_watermark=0.3,
+    read_buffer=256, write_buffer=512, active_buffer=32,
+    write_high_watermark=0.95, write_low_watermark=0.5,
     scheduler="frfcfs", page_policy="open", refresh="per_bank")
 
 

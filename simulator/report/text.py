@@ -90,6 +90,9 @@ def run_report(r: RunResult, top: int = 10) -> str:
         f" state {fmt_bytes(trace.optimizer_state_bytes)}",
         f"Hardware  {hardware_line(hw)}",
     ]
+    if spec.model["type"] == "stream":  # a memory benchmark: no model, nothing trained
+        lines[1:3] = [f"  memory benchmark: {', '.join(spec.model['kernels'])} over three arrays "
+                      f"of {spec.model['array_elements']:,} {spec.dtype}"]
     if trace.causal_attention_flops:
         lines.insert(3, f"  causal attention: {fmt_flops(trace.causal_attention_flops)} counted "
                         "in full (FlopCounterMode); a kernel skipping masked blocks does half")

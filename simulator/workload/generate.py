@@ -10,11 +10,13 @@ from simulator.config.workload import WorkloadSpec
 from simulator.workload import layers as L
 from simulator.workload import optimizers
 from simulator.workload.builder import TraceBuilder
-from simulator.workload.models import cnn, decoder, encoder, resnet, transformer
+from simulator.workload.models import cnn, decoder, encoder, resnet, stream, transformer
 from simulator.workload.trace import Phase, Tensor, Trace
 
 
 def build_trace(spec: WorkloadSpec) -> Trace:
+    if spec.model["type"] == "stream":  # a memory benchmark, not a training step
+        return stream.build(spec.name, spec.model)
     b = TraceBuilder(spec.name, spec.dtype, spec.execution)
     k = spec.micro_batches
     for i in range(k):  # gradient accumulation: k forward/backward passes, one optimizer step

@@ -1,0 +1,54 @@
+"""workloads/stream.json replayed on the cards it was measured on, beside the measurements
+(shared/reference/gddr6.md Part 3.1; the kernel mapping is in tests/reference_figures.py).
+
+    python benchmarks/stream_fidelity.py [--fidelity sampled|cycle]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from reference_figures import STREAM_MEASURED  # noqa: E402
+
+from simulator.pipeline import analyze  # noqa: E402
+from simulator.units import GB  # noqa: E402
+
+TOLERANCE = 0.05
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fidelity", default="sampled", choices=("sampled", "cycle"))
+    args = ap.parse_args()
+    print(f"BabelStream kernels over 3 x 2^25 doubles, {args.fidelity} replay; GB/s = "
+          "BabelStream's bytes / kernel time (launch gap included)")
+    print(f"{'card':<12} {'kernel':<6} {'simulated':>10} {'measured':>9} {'error':>8}  "
+          f"{'% of peak':>9}")
+    worst, misses = 0.0, []
+    for card, measured in STREAM_MEASURED.items():
+        t = time.perf_counter()
+        r = analyze(ROOT / "workloads/stream.json", card, fidelity=args.fidelity)
+        wall = time.perf_counter() - t
+        peak = r.hardware.memory.peak_bandwidth_GBps
+        for o in r.estimate.ops:
+            got = o.op.bytes_moved / o.time_s / GB
+            want = measured[o.op.name]
+            err = got / want - 1
+            worst = max(worst, abs(err))
+            if abs(err) > TOLERANCE:
+                misses.append(f"{card} {o.op.name}")
+            print(f"{card:<12} {o.op.name:<6} {got:>10.1f} {want:>9.1f} {err * 100:>+7.1f} %  "
+                  f"{got / peak * 100:>8.1f} %")
+        print(f"{'':<12} ({wall:.1f} s wall for the five kernels)")
+    print(f"worst error {worst * 100:.1f} %; outside {TOLERANCE * 100:.0f} %: "
+          + (", ".join(misses) if misses else "none"))
+
+
+if __name__ == "__main__":
+    main()

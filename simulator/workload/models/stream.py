@@ -1,0 +1,35 @@
+"""BabelStream's kernels as ops: the memory benchmark real cards were measured with.
+
+Arrays a, b, c of `array_elements` each live on the device before the kernels run, as in
+BabelStream (init runs once, outside the timed loop). Each kernel is one op that streams its
+arrays; dot also writes one partial sum per block. Bytes follow BabelStream's own count
+(copy and mul 2 arrays, add and triad 3, dot 2), which is what its GB/s figures divide.
+"""
+
+from __future__ import annotations
+
+from simulator.workload.builder import TraceBuilder
+from simulator.workload.trace import Phase, Trace, Unit
+
+KERNELS = {  # name: (arrays read, array written)
+    "copy": (("a",), "c"),
+    "mul": (("c",), "b"),
+    "add": (("a", "b"), "c"),
+    "triad": (("b", "c"), "a"),
+    "dot": (("a", "b"), None),
+}
+DOT_BLOCKS = 256  # BabelStream's CUDA dot: 256 blocks, one partial sum each
+
+
+def build(name: str, raw: dict) -> Trace:
+    b = TraceBuilder(name, raw["dtype"])
+    b.phase = Phase.FORWARD
+    n = raw["array_elements"]
+    arrays = {x: b.buffer(x, (n,)) for x in "abc"}
+    sums = b.buffer("dot_partial_sums", (raw.get("dot_blocks", DOT_BLOCKS),))
+    for kernel in raw["kernels"]:
+        reads, written = KERNELS[kernel]
+        out = arrays[written] if written else sums
+        b.op(kernel, "elementwise" if written else "reduction",
+             [arrays[x] for x in reads], [out], unit=Unit.VECTOR)
+    return b.trace()
