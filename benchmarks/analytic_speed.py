@@ -27,7 +27,7 @@ def main() -> None:
         times = []
         for _ in range(repeats):
             t0 = time.perf_counter()
-            r = analyze(spec, hw)
+            r = analyze(spec, hw, fidelity="analytic")
             times.append(time.perf_counter() - t0)
         print(f"{name:<14} {len(r.trace.ops):>7} {statistics.median(times):>10.4f} "
               f"{min(times):>10.4f}")

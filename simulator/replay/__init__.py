@@ -142,7 +142,7 @@ class Replay:
         start_ck = math.ceil(env.now / self.tck_s)
         pace_ck = on_chip_s / self.tck_s
         key = (op.kind, tuple((a.access.pattern, a.dram_bytes, a.is_write)
-                              for a in traffic.accesses), round(pace_ck))
+                              for a in traffic.accesses))
         service = self.memory.serve(reqs, start_ck, pace_ck, key)
         yield env.timeout(service.span_ck * self.tck_s)
         return service

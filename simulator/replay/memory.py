@@ -4,19 +4,23 @@ Both fidelities share one `MemorySystem`, so open rows, queues and refresh timer
 op to op as on the card. Requests arrive at the cycle the SMs reach their progress (pace), or
 as fast as the queues take them when the op is memory-bound.
 
-`sampled` simulates eight windows of each large op, one in the middle of each eighth of its
-progress (stratified sampling), each handed over at once, and measures what the DRAM sustains
-on that stretch of the op's requests: its steady rate over 32768 requests, after a queue-full
-of warm-up and before a queue-full of cool-down, so that neither filling nor draining the
-queues counts. Each eighth then takes its share of the requests / its rate; the op takes the
-longer of the SMs' pace and the eighths' sum, plus the first window's fill and drain
-overhead. Two standard errors of that sum (collapsed strata: the variance of each pair of
-neighbouring eighths estimated from their difference) is the op's reported error bound.
-Ops whose traffic has the same shape (repeated layers) reuse the first one's result.
+`sampled` measures what the DRAM sustains on windows of each large op's requests, each
+handed over at once: its steady rate over eight queue-fulls (streams meeting in the banks make
+the rate wander over a few queue-fulls), after a warm-up that fills the queues (the write
+queue to its high watermark) and before as long a cool-down, so that neither filling nor
+draining counts. Windows sit in the middle of the first and third quarters of the op's
+progress, then the second and fourth when those two disagree by more than 2 %; the first alone
+suffices when it shows the DRAM well hidden under the SMs' time. Each quarter measured takes
+its share of the requests at its rate; the op takes the longer of the SMs' pace and that sum,
+plus the first window's fill and drain overhead. Two standard errors of the sum (collapsed
+strata: each pair of neighbouring quarters' variance estimated from their difference) is the
+op's reported error bound. Ops whose traffic has the same shape (repeated layers) reuse the
+windows already measured.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -26,9 +30,14 @@ from simulator.dram.system import Counters, MemorySystem
 from simulator.replay.traffic import OpRequests
 
 CHUNK_REQUESTS = 1 << 20     # cycle fidelity feeds big ops in chunks of this many requests
-WINDOW_REQUESTS = 1 << 15    # sampled fidelity: requests measured per window ...
-WINDOWS = 8                  # ... and windows per op, one in each eighth of its progress
-FULL_BELOW = 2 * WINDOWS * WINDOW_REQUESTS  # sampled simulates ops this small in full
+WINDOW_REQUESTS = 1 << 14    # sampled fidelity: requests measured per window, at least ...
+MEASURED_QUEUE_FULLS = 8     # ... and this many queue-fulls
+WINDOWS = 4                  # windows per op, one in each quarter of its progress, ...
+STRATA_ORDER = (0, 2, 1, 3)  # ... measured in this order, ...
+HIDDEN_BELOW = 0.5           # ... stopping after one when it puts the DRAM under half the pace,
+REFINE_ABOVE = 0.02          # ... else after two when their error bound is within 2 %
+FULL_BELOW = 1 << 19         # sampled simulates ops with fewer requests than this (or than
+                             # three windows) in full
 
 
 @dataclass(frozen=True)
@@ -72,50 +81,105 @@ class SampledMemory(CycleMemory):
 
     def __init__(self, ms: MemorySystem):
         super().__init__(ms)
+        # (traffic key, pace) -> (span, error bound, counters) of ops simulated in full
         self._seen: dict[object, tuple[float, float, Counters]] = {}
+        self._sampled: dict[object, _Strata] = {}   # traffic key -> its windows so far
         self._peak_rate = ms.org.channels / ms.timing.nBL  # requests per CK, every bus busy
         c = ms.controller
-        self._queue_slots = ms.org.channels * (c.read_buffer + c.write_buffer)
+        # warm-up (and cool-down): enough requests to fill the read queues and, at one write in
+        # two, the write queues to their high watermark, so the write batches run steadily
+        self._warm = ms.org.channels * (c.read_buffer + 2 * c.write_buffer)
+        # measured: eight queue-fulls (at least WINDOW_REQUESTS), long enough to average over
+        # the patterns in which streams meet in the banks as they advance
+        self._measured = max(WINDOW_REQUESTS, MEASURED_QUEUE_FULLS * ms.org.channels
+                             * (c.read_buffer + c.write_buffer))
+
+    def _measure(self, reqs: OpRequests, centre: float, start_ck: int
+                 ) -> tuple[float, int, float]:
+        """(steady requests per CK, requests simulated, fill and drain overhead in CK) of a
+        window of the op's requests centred on `centre`, all handed over at once."""
+        warm, measured = self._warm, self._measured
+        w = (2 * warm + measured) / reqs.count
+        p0 = min(max(centre - w / 2, 0.0), 1.0 - w)
+        r = reqs.between(p0, p0 + w)
+        t0 = max(self.ms.now_ck, start_ck)
+        done = self.ms.feed(r.address, r.is_write, np.full(len(r), t0, np.int64), final=True)
+        # the measured completions are those after a queue-full of warm-up and before the last
+        # queue-full (which drains with nothing behind it)
+        done.sort()
+        a, b = min(warm, len(r) - 1), max(len(r) - 1 - warm, 0)
+        rate = min((b - a) / max(done[b] - done[a], 1), self._peak_rate)
+        return rate, len(r), max(done[-1] - t0 - len(r) / rate, 0.0)
 
     def serve(self, reqs: OpRequests, start_ck: int, pace_ck: float, key: object) -> Service:
+        """`key` names the op's traffic (kinds, sizes, patterns): ops with the same key reuse
+        the first one's result; simulated in full, it holds only at the same pace."""
         n = reqs.count
-        if key in self._seen:
-            span, err, counts = self._seen[key]
+        if n < max(FULL_BELOW, 3 * (2 * self._warm + self._measured)):  # windows cost as much
+            full = (key, round(pace_ck))
+            if full not in self._seen:
+                s = super().serve(reqs, start_ck, pace_ck, key)
+                self._seen[full] = (s.span_ck, s.error_ck, s.counters)
+                return s
+            span, err, counts = self._seen[full]
             return Service(span, err, counts, 0)
-        if n < FULL_BELOW:
-            s = super().serve(reqs, start_ck, pace_ck, key)
-            self._seen[key] = (s.span_ck, s.error_ck, s.counters)
-            return s
-        before = self.ms.counters()
-        warm = self._queue_slots
-        w = (2 * warm + WINDOW_REQUESTS) / n
-        times, simulated = [], 0
-        overhead = 0.0
-        for i in range(WINDOWS):
-            p0 = min(max((i + 0.5) / WINDOWS - w / 2, 0.0), 1.0 - w)
-            r = reqs.between(p0, p0 + w)
-            t0 = max(self.ms.now_ck, start_ck)
-            done = self.ms.feed(r.address, r.is_write, np.full(len(r), t0, np.int64),
-                                final=True)
-            # the measured completions are those after a queue-full of warm-up and before the
-            # last queue-full (which drains with nothing behind it)
-            done.sort()
-            a, b = min(warm, len(r) - 1), max(len(r) - 1 - warm, 0)
-            rate = min((b - a) / max(done[b] - done[a], 1), self._peak_rate)
-            times.append(n / WINDOWS / rate)   # this stratum's share of the op, CK
-            if i == 0:
-                overhead = max(done[-1] - t0 - len(r) / rate, 0.0)
-            simulated += len(r)
-        dram_ck = float(sum(times))
-        span = overhead + max(pace_ck, dram_ck)
-        # two standard errors, with the variance of the sum from collapsed strata: neighbouring
-        # eighths in pairs, each pair's variance estimated by its squared difference
-        variance = sum((times[j] - times[j + 1]) ** 2 for j in range(0, WINDOWS, 2))
-        err = 2 * math.sqrt(variance) if dram_ck > pace_ck else 0.0
-        counts = _scaled(self.ms.counters() - before, n / simulated)
-        counts.channel_busy[:] = np.minimum(counts.channel_busy, span)
-        self._seen[key] = (span, err, counts)
-        return Service(span, err, counts, simulated)
+        state = self._sampled.setdefault(key, _Strata())
+        simulated = self._refine(state, reqs, start_ck, pace_ck)
+        dram_ck, err = _stratified(state.rates, n)
+        span = state.overhead + max(pace_ck, dram_ck)
+        counts = _scaled(state.counts, n / state.simulated)
+        busy = np.minimum(counts.channel_busy, span)
+        return Service(span, err if dram_ck > pace_ck else 0.0,
+                       dataclasses.replace(counts, channel_busy=busy), simulated)
+
+    def _refine(self, state: _Strata, reqs: OpRequests, start_ck: int, pace_ck: float) -> int:
+        """Measure strata until the DRAM time is either well hidden under the SMs' pace (one
+        window says so) or known within REFINE_ABOVE (two, then all four); returns the
+        requests simulated now."""
+        n = reqs.count
+        simulated = 0
+        for i in STRATA_ORDER:
+            if state.rates:
+                dram_ck, err = _stratified(state.rates, n)
+                if dram_ck <= HIDDEN_BELOW * pace_ck:
+                    break
+                if len(state.rates) >= 2 and err <= REFINE_ABOVE * dram_ck:
+                    break
+            if i in state.rates:
+                continue
+            before = self.ms.counters()
+            rate, window, fill = self._measure(reqs, (i + 0.5) / WINDOWS, start_ck)
+            state.rates[i] = rate
+            state.overhead = state.overhead or fill
+            state.simulated += window
+            state.counts = (self.ms.counters() - before if state.counts is None
+                            else _added(state.counts, self.ms.counters() - before))
+            simulated += window
+        return simulated
+
+
+@dataclasses.dataclass
+class _Strata:
+    """What the windows of one traffic shape have measured so far."""
+
+    rates: dict[int, float] = dataclasses.field(default_factory=dict)  # quarter -> req per CK
+    overhead: float = 0.0          # the first window's fill and drain, CK
+    simulated: int = 0
+    counts: Counters | None = None
+
+
+def _added(a: Counters, b: Counters) -> Counters:
+    return Counters(*(getattr(a, f) + getattr(b, f) for f in a.__dataclass_fields__))
+
+
+def _stratified(rates: dict[int, float], n: int) -> tuple[float, float]:
+    """(time, two-standard-error bound) in CK of n requests split evenly among the strata
+    measured, each at its own rate; the variance of the sum from collapsed strata: strata in
+    neighbouring pairs, each pair's variance estimated by its squared difference."""
+    keys = sorted(rates)
+    times = [n / len(keys) / rates[k] for k in keys]
+    variance = sum((times[j] - times[j + 1]) ** 2 for j in range(0, len(times) - 1, 2))
+    return float(sum(times)), 2 * math.sqrt(variance)
 
 
 def _scaled(c: Counters, factor: float) -> Counters:
