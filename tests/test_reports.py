@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 import matplotlib.image as mpimg
 
 from simulator.cli import main
+from simulator.report.text import CHANGE_NAMES
 from simulator.units import fmt_seconds
 
 
@@ -30,7 +31,17 @@ def test_report_files(tmp_path, capsys):
     assert mpimg.imread(io.BytesIO(base64.b64decode(embedded)), format="png").ndim == 3
     assert fmt_seconds(doc["step_time_s"]) in html
     assert f"{doc['memory']['peak_bytes']:,} B" in html
-    assert fmt_seconds(doc["step_time_s"]) in (out / "cnn.txt").read_text()
+    text = (out / "cnn.txt").read_text()
+    assert fmt_seconds(doc["step_time_s"]) in text
+    # the replay's own figures: analytic beside simulated, error bound, the best change
+    for figure in (fmt_seconds(doc["analytic_step_time_s"]),
+                   fmt_seconds(doc["step_time_error_bound_s"]),
+                   CHANGE_NAMES[doc["replay"]["bottlenecks"]["best_single_change"]],
+                   f"{doc['replay']['l2_bandwidth_GBps']:.0f} GB/s"):
+        assert figure in text and html.count(figure.replace("+", "+")) >= 1, figure
+    slowest = max(doc["ops"], key=lambda o: o["time_s"])
+    row = f"{slowest['achieved_bandwidth_GBps']:.1f}"
+    assert row in text and row in html
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
 
 

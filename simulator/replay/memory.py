@@ -15,7 +15,8 @@ its share of the requests at its rate; the op takes the longer of the SMs' pace 
 plus the first window's fill and drain overhead. Two standard errors of the sum (collapsed
 strata: each pair of neighbouring quarters' variance estimated from their difference) is the
 op's reported error bound. Ops whose traffic has the same shape (repeated layers) reuse the
-windows already measured.
+windows already measured. The engine's clock runs only while it simulates (the gaps between
+windows are not replayed, nor the refreshes in them), so its counts cover simulated time.
 """
 
 from __future__ import annotations
@@ -94,15 +95,14 @@ class SampledMemory(CycleMemory):
         self._measured = max(WINDOW_REQUESTS, MEASURED_QUEUE_FULLS * ms.org.channels
                              * (c.read_buffer + c.write_buffer))
 
-    def _measure(self, reqs: OpRequests, centre: float, start_ck: int
-                 ) -> tuple[float, int, float]:
+    def _measure(self, reqs: OpRequests, centre: float) -> tuple[float, int, float]:
         """(steady requests per CK, requests simulated, fill and drain overhead in CK) of a
         window of the op's requests centred on `centre`, all handed over at once."""
         warm, measured = self._warm, self._measured
         w = (2 * warm + measured) / reqs.count
         p0 = min(max(centre - w / 2, 0.0), 1.0 - w)
         r = reqs.between(p0, p0 + w)
-        t0 = max(self.ms.now_ck, start_ck)
+        t0 = self.ms.now_ck
         done = self.ms.feed(r.address, r.is_write, np.full(len(r), t0, np.int64), final=True)
         # the measured completions are those after a queue-full of warm-up and before the last
         # queue-full (which drains with nothing behind it)
@@ -118,13 +118,13 @@ class SampledMemory(CycleMemory):
         if n < max(FULL_BELOW, 3 * (2 * self._warm + self._measured)):  # windows cost as much
             full = (key, round(pace_ck))
             if full not in self._seen:
-                s = super().serve(reqs, start_ck, pace_ck, key)
+                s = super().serve(reqs, self.ms.now_ck, pace_ck, key)
                 self._seen[full] = (s.span_ck, s.error_ck, s.counters)
                 return s
             span, err, counts = self._seen[full]
             return Service(span, err, counts, 0)
         state = self._sampled.setdefault(key, _Strata())
-        simulated = self._refine(state, reqs, start_ck, pace_ck)
+        simulated = self._refine(state, reqs, pace_ck)
         dram_ck, err = _stratified(state.rates, n)
         span = state.overhead + max(pace_ck, dram_ck)
         counts = _scaled(state.counts, n / state.simulated)
@@ -132,7 +132,7 @@ class SampledMemory(CycleMemory):
         return Service(span, err if dram_ck > pace_ck else 0.0,
                        dataclasses.replace(counts, channel_busy=busy), simulated)
 
-    def _refine(self, state: _Strata, reqs: OpRequests, start_ck: int, pace_ck: float) -> int:
+    def _refine(self, state: _Strata, reqs: OpRequests, pace_ck: float) -> int:
         """Measure strata until the DRAM time is either well hidden under the SMs' pace (one
         window says so) or known within REFINE_ABOVE (two, then all four); returns the
         requests simulated now."""
@@ -148,7 +148,7 @@ class SampledMemory(CycleMemory):
             if i in state.rates:
                 continue
             before = self.ms.counters()
-            rate, window, fill = self._measure(reqs, (i + 0.5) / WINDOWS, start_ck)
+            rate, window, fill = self._measure(reqs, (i + 0.5) / WINDOWS)
             state.rates[i] = rate
             state.overhead = state.overhead or fill
             state.simulated += window
