@@ -105,6 +105,11 @@ def test_bottleneck_summary(cnn_sampled):
     assert all(v <= cnn_sampled.step_time_s * (1 + 1e-9) for v in b.what_if.values())
     assert 0 < b.dram_busy_share <= 1
     assert sum(b.dram_lost_by_cause.values()) == pytest.approx(1 - b.dram_busy_share, abs=1e-6)
+    # each resource that bounds some ops buys time when it gets faster; compute-bound ops had
+    # their DRAM paced by the SMs, which must not hide what faster SMs would buy
+    assert b.time_by_bound["compute"] > 0 and b.time_by_bound["dram_bandwidth"] > 0
+    assert b.what_if["compute_+25%"] < cnn_sampled.step_time_s
+    assert b.what_if["dram_bandwidth_+25%"] < cnn_sampled.step_time_s
 
 
 def test_hbm_cards_take_the_analytic_roofline():

@@ -11,7 +11,8 @@ the busiest). Latency-bound ops lose theirs to too few requests in flight.
 
 The what-if figures are first-order, from each op's own breakdown (a faster bus shortens the
 bandwidth-bound DRAM spans, faster SMs the compute spans, a bigger L2 scales DRAM spans by the
-bytes it saves); run a sweep to confirm one.
+bytes it saves). A compute-bound op's DRAM span was paced by its SMs, so its DRAM's own time is
+taken as its bytes at the efficiency the DRAM-bound ops reached. Run a sweep to confirm one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from simulator.gpu.l2 import L2Cache
 CAUSES = ("row_misses", "bank_group_spacing", "read_write_turnaround", "refresh",
           "channel_imbalance", "too_few_requests_in_flight")
 SPEEDUP = 1.25  # each what-if makes one resource 25 % faster (or the L2 twice as big)
+DEFAULT_DRAM_EFFICIENCY = 0.9  # share of peak assumed when no op was DRAM-bound
 
 
 @dataclass(frozen=True)
@@ -80,16 +82,20 @@ def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list)
     bigger = L2Cache(2 * (hw.l2_bytes + hw.last_level_cache_bytes))
     what_if = {"dram_bandwidth_+25%": 0.0, "compute_+25%": 0.0, "l2_bandwidth_+25%": 0.0,
                "l2_capacity_x2": 0.0}
+    efficiency = busy_total / span_total if span_total else DEFAULT_DRAM_EFFICIENCY
     for o in timed:
-        dram_bw_s = o.memory_s / SPEEDUP if o.bound == "dram_bandwidth" else o.memory_s
+        # a DRAM that kept pace with the SMs took the SMs' time; on its own it would take
+        # about its bytes at the efficiency DRAM-bound ops reached
+        mem = o.memory_s
+        if o.bound == "compute" and o.bytes_to_dram:
+            mem = min(mem, o.bytes_to_dram / (hw.peak_bandwidth_Bps * efficiency))
+        dram_bw_s = mem / SPEEDUP if o.bound in ("dram_bandwidth", "compute") else mem
         saved = bigger.filter(o.op).dram_bytes
-        l2x2_mem = o.memory_s * (saved / o.bytes_to_dram) if o.bytes_to_dram else o.memory_s
+        l2x2_mem = mem * (saved / o.bytes_to_dram) if o.bytes_to_dram else mem
         what_if["dram_bandwidth_+25%"] += o.launch_s + max(o.compute_s, dram_bw_s, o.l2_s)
-        what_if["compute_+25%"] += o.launch_s + max(o.compute_s / SPEEDUP, o.memory_s, o.l2_s)
-        what_if["l2_bandwidth_+25%"] += o.launch_s + max(o.compute_s, o.memory_s,
-                                                         o.l2_s / SPEEDUP)
-        what_if["l2_capacity_x2"] += o.launch_s + max(o.compute_s, min(l2x2_mem, o.memory_s),
-                                                      o.l2_s)
+        what_if["compute_+25%"] += o.launch_s + max(o.compute_s / SPEEDUP, mem, o.l2_s)
+        what_if["l2_bandwidth_+25%"] += o.launch_s + max(o.compute_s, mem, o.l2_s / SPEEDUP)
+        what_if["l2_capacity_x2"] += o.launch_s + max(o.compute_s, min(l2x2_mem, mem), o.l2_s)
     best = min(what_if, key=what_if.get)
     mem_share = sum(v for k, v in by_bound.items() if k != "compute") / step if step else 0.0
     return Bottlenecks(step, mem_share, by_bound,
