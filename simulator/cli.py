@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -38,6 +39,57 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_json(run_doc(result))
     else:
         print(run_report(result, top=args.top))
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from simulator.sweep import report as sweep_report
+    from simulator.sweep.execute import run_sweep
+    from simulator.sweep.spec import build, load_sweep, parse_vary
+
+    if args.vary:
+        workloads = args.target.split(",")
+        hardware = args.hardware or "t4"
+        name = f"{'-'.join(Path(w).stem for w in workloads)}-{Path(hardware).stem}"
+        spec = build(name, hardware, workloads, parse_vary(args.vary),
+                     args.fidelity or "sampled", "command line")
+    else:
+        if args.hardware:
+            raise InputError("--hardware goes with --vary; a sweep file names its hardware")
+        spec = load_sweep(Path(args.target))
+        if args.fidelity:
+            spec = dataclasses.replace(spec, fidelity=args.fidelity)
+    out = Path(args.out or f"sweep-{spec.name}")
+    if out.exists() and not out.is_dir():
+        raise InputError("expected a directory for --out, got a file", file=str(out))
+    points = len(spec.points())
+    print(f"sweep {spec.name}: {points} points ({len(spec.workloads)} workloads x "
+          f"{points // len(spec.workloads)} hardware settings), {spec.fidelity} fidelity, "
+          f"results in {out}/", file=sys.stderr)
+    bar = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+        bar = tqdm(total=points, unit="point", delay=2.0, leave=False)
+    rows = run_sweep(spec, out, workers=args.workers, scheduler=args.scheduler,
+                     on_point=(lambda _row: bar.update()) if bar else None)
+    if bar:
+        bar.close()
+    workloads = list(spec.workloads)
+    written = sweep_report.write(out, spec.name, {"hardware": spec.hardware_name,
+                                                  "fidelity": spec.fidelity}, rows,
+                                 spec.axes, workloads)
+    failed = [r for r in rows if r.get("error")]
+    if args.json:
+        _print_json(json.loads((out / f"{spec.name}.json").read_text()))
+    else:
+        print(sweep_report.table(rows, spec.axes))
+        print()
+        print("\n".join(sweep_report.sensitivity_lines(rows, spec.axes, workloads)))
+        print(f"\nwrote {len(written)} files to {out}/ (points.jsonl, CSV, JSON, plots)")
+    if failed:
+        print(f"{len(failed)} of {len(rows)} points failed; rerun to retry them",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -222,6 +274,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", metavar="DIR", help="also write the JSON, text, roofline, "
                      "bandwidth and memory plots (PNG, SVG) and a self-contained HTML report")
     run.set_defaults(func=cmd_run)
+
+    sw = sub.add_parser("sweep", help="what-if hardware sweep: a grid of hardware settings x "
+                                      "workloads, in parallel, resumable")
+    sw.add_argument("target", help="a sweep file (JSON), or with --vary a workload "
+                                   "(several: comma-separated)")
+    sw.add_argument("--hardware", help="the card the --vary settings change (default: t4)")
+    sw.add_argument("--vary", action="append", metavar="NAME=V1,V2,...",
+                    help="a hardware parameter and its values; repeat for a grid "
+                         "(e.g. data_rate_gbps=12,14,16 or nCL=20,24)")
+    sw.add_argument("--fidelity", choices=("cycle", "sampled", "analytic"),
+                    help="(default: the sweep file's, else sampled)")
+    sw.add_argument("--workers", type=int, help="local processes (default: all cores)")
+    sw.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                    help="run the points on this Dask distributed scheduler instead")
+    sw.add_argument("--out", metavar="DIR", help="results folder (default: sweep-NAME); "
+                    "points already in it are not run again")
+    sw.add_argument("--json", action="store_true", help="print the sweep's JSON document")
+    sw.set_defaults(func=cmd_sweep)
 
     mem = sub.add_parser("memory", help="peak device memory of a training step against a card's "
                                         "capacity, and what makes it fit")

@@ -9,14 +9,16 @@ handed over at once: its steady rate over eight queue-fulls (streams meeting in 
 the rate wander over a few queue-fulls), after a warm-up that fills the queues (the write
 queue to its high watermark) and before as long a cool-down, so that neither filling nor
 draining counts. Windows sit in the middle of the first and third quarters of the op's
-progress, then the second and fourth when those two disagree by more than 2 %; the first alone
-suffices when it shows the DRAM well hidden under the SMs' time. Each quarter measured takes
-its share of the requests at its rate; the op takes the longer of the SMs' pace and that sum,
-plus the first window's fill and drain overhead. Two standard errors of the sum (collapsed
-strata: each pair of neighbouring quarters' variance estimated from their difference) is the
-op's reported error bound. Ops whose traffic has the same shape (repeated layers) reuse the
-windows already measured. The engine's clock runs only while it simulates (the gaps between
-windows are not replayed, nor the refreshes in them), so its counts cover simulated time.
+progress, then the second and fourth when those two disagree by more than 2 %. A shorter probe
+window comes first: when it shows the DRAM well hidden under the SMs' time (under half), the
+op needs no more. Ops with fewer requests than two windows are simulated in full. Each
+quarter measured takes its share of the requests at its rate; the op takes the longer of the
+SMs' pace and that sum, plus the first window's fill and drain overhead. Two standard errors of
+the sum (collapsed strata: each pair of neighbouring quarters' variance estimated from their
+difference) is the op's reported error bound. Ops whose traffic has the same shape (repeated
+layers) reuse the windows already measured. The engine's clock runs only while it simulates
+(the gaps between windows are not replayed, nor the refreshes in them), so its counts cover
+simulated time.
 """
 
 from __future__ import annotations
@@ -34,11 +36,10 @@ CHUNK_REQUESTS = 1 << 20     # cycle fidelity feeds big ops in chunks of this ma
 WINDOW_REQUESTS = 1 << 14    # sampled fidelity: requests measured per window, at least ...
 MEASURED_QUEUE_FULLS = 8     # ... and this many queue-fulls
 WINDOWS = 4                  # windows per op, one in each quarter of its progress, ...
-STRATA_ORDER = (0, 2, 1, 3)  # ... measured in this order, ...
-HIDDEN_BELOW = 0.5           # ... stopping after one when it puts the DRAM under half the pace,
-REFINE_ABOVE = 0.02          # ... else after two when their error bound is within 2 %
-FULL_BELOW = 1 << 19         # sampled simulates ops with fewer requests than this (or than
-                             # three windows) in full
+STRATA_ORDER = (0, 2, 1, 3)  # ... measured in this order, stopping after two when their
+REFINE_ABOVE = 0.02          # error bound is within 2 %
+HIDDEN_BELOW = 0.5           # no windows when the probe puts the DRAM under half the SMs' time
+PROBE_QUEUE_FULLS = 2        # a first, short window: enough to see the DRAM is well hidden
 
 
 @dataclass(frozen=True)
@@ -92,14 +93,15 @@ class SampledMemory(CycleMemory):
         self._warm = ms.org.channels * (c.read_buffer + 2 * c.write_buffer)
         # measured: eight queue-fulls (at least WINDOW_REQUESTS), long enough to average over
         # the patterns in which streams meet in the banks as they advance
-        self._measured = max(WINDOW_REQUESTS, MEASURED_QUEUE_FULLS * ms.org.channels
-                             * (c.read_buffer + c.write_buffer))
+        self._queue = ms.org.channels * (c.read_buffer + c.write_buffer)
+        self._measured = max(WINDOW_REQUESTS, MEASURED_QUEUE_FULLS * self._queue)
 
-    def _measure(self, reqs: OpRequests, centre: float) -> tuple[float, int, float]:
+    def _measure(self, reqs: OpRequests, centre: float, measured: int
+                 ) -> tuple[float, int, float]:
         """(steady requests per CK, requests simulated, fill and drain overhead in CK) of a
         window of the op's requests centred on `centre`, all handed over at once."""
-        warm, measured = self._warm, self._measured
-        w = (2 * warm + measured) / reqs.count
+        warm = self._warm
+        w = min((2 * warm + measured) / reqs.count, 1.0)
         p0 = min(max(centre - w / 2, 0.0), 1.0 - w)
         r = reqs.between(p0, p0 + w)
         t0 = self.ms.now_ck
@@ -115,7 +117,7 @@ class SampledMemory(CycleMemory):
         """`key` names the op's traffic (kinds, sizes, patterns): ops with the same key reuse
         the first one's result; simulated in full, it holds only at the same pace."""
         n = reqs.count
-        if n < max(FULL_BELOW, 3 * (2 * self._warm + self._measured)):  # windows cost as much
+        if n < 2 * (2 * self._warm + self._measured):  # two windows would cost as much
             full = (key, round(pace_ck))
             if full not in self._seen:
                 s = super().serve(reqs, self.ms.now_ck, pace_ck, key)
@@ -125,7 +127,8 @@ class SampledMemory(CycleMemory):
             return Service(span, err, counts, 0)
         state = self._sampled.setdefault(key, _Strata())
         simulated = self._refine(state, reqs, pace_ck)
-        dram_ck, err = _stratified(state.rates, n)
+        dram_ck, err = (_stratified(state.rates, n) if state.rates
+                        else (n / state.probe, 0.0))
         span = state.overhead + max(pace_ck, dram_ck)
         counts = _scaled(state.counts, n / state.simulated)
         busy = np.minimum(counts.channel_busy, span)
@@ -138,6 +141,12 @@ class SampledMemory(CycleMemory):
         requests simulated now."""
         n = reqs.count
         simulated = 0
+        if not state.rates:  # a short probe first: is the DRAM well hidden under the SMs?
+            if not state.probe:
+                simulated += self._window(state, reqs, 0.5, PROBE_QUEUE_FULLS * self._queue)
+                state.probe = state.last_rate
+            if n / state.probe <= HIDDEN_BELOW * pace_ck:
+                return simulated
         for i in STRATA_ORDER:
             if state.rates:
                 dram_ck, err = _stratified(state.rates, n)
@@ -147,15 +156,19 @@ class SampledMemory(CycleMemory):
                     break
             if i in state.rates:
                 continue
-            before = self.ms.counters()
-            rate, window, fill = self._measure(reqs, (i + 0.5) / WINDOWS)
-            state.rates[i] = rate
-            state.overhead = state.overhead or fill
-            state.simulated += window
-            state.counts = (self.ms.counters() - before if state.counts is None
-                            else _added(state.counts, self.ms.counters() - before))
-            simulated += window
+            simulated += self._window(state, reqs, (i + 0.5) / WINDOWS, self._measured)
+            state.rates[i] = state.last_rate
         return simulated
+
+    def _window(self, state: _Strata, reqs: OpRequests, centre: float, measured: int) -> int:
+        before = self.ms.counters()
+        rate, window, fill = self._measure(reqs, centre, measured)
+        state.last_rate = rate
+        state.overhead = state.overhead or fill
+        state.simulated += window
+        state.counts = (self.ms.counters() - before if state.counts is None
+                        else _added(state.counts, self.ms.counters() - before))
+        return window
 
 
 @dataclasses.dataclass
@@ -163,6 +176,8 @@ class _Strata:
     """What the windows of one traffic shape have measured so far."""
 
     rates: dict[int, float] = dataclasses.field(default_factory=dict)  # quarter -> req per CK
+    probe: float = 0.0             # req per CK of the short probe window
+    last_rate: float = 0.0
     overhead: float = 0.0          # the first window's fill and drain, CK
     simulated: int = 0
     counts: Counters | None = None

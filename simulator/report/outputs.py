@@ -17,35 +17,48 @@ from simulator.errors import InputError
 from simulator.pipeline import RunResult
 
 
+def publish(out_dir: Path, files: dict[str, bytes]) -> list[Path]:
+    """Write the files (name -> content) into out_dir all or none: staged beside it, then
+    each moved in by an atomic rename."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError("expected a directory for the output, got a file", file=str(out_dir))
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
+    try:
+        for name, data in files.items():
+            (staging / name).write_bytes(data)
+        out_dir.mkdir(exist_ok=True)
+        written = []
+        for name in sorted(files):
+            target = out_dir / name
+            os.replace(staging / name, target)
+            written.append(target)
+        return written
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def figure_bytes(fig, fmt: str) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=110)
+    return buf.getvalue()
+
+
 def write_outputs(r: RunResult, out_dir: Path) -> list[Path]:
     from simulator.report import html, plots
     from simulator.report.json_report import run_doc
     from simulator.report.text import run_report
 
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise InputError("expected a directory for --out, got a file", file=str(out_dir))
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
-    try:
-        stem = r.workload.name
-        (staging / f"{stem}.json").write_text(json.dumps(run_doc(r), indent=2, allow_nan=False))
-        (staging / f"{stem}.txt").write_text(run_report(r) + "\n")
-        pngs: dict[str, bytes] = {}
-        for name, make in plots.FIGURES.items():
-            fig = make(r)
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png", dpi=110)
-            pngs[name] = buf.getvalue()
-            (staging / f"{stem}.{name}.png").write_bytes(pngs[name])
-            fig.savefig(staging / f"{stem}.{name}.svg", format="svg")
-        (staging / f"{stem}.html").write_text(html.report(r, pngs))
-        out_dir.mkdir(exist_ok=True)
-        written = []
-        for f in sorted(staging.iterdir()):
-            target = out_dir / f.name
-            os.replace(f, target)
-            written.append(target)
-        return written
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    stem = r.workload.name
+    files = {f"{stem}.json": json.dumps(run_doc(r), indent=2, allow_nan=False).encode(),
+             f"{stem}.txt": (run_report(r) + "\n").encode()}
+    pngs: dict[str, bytes] = {}
+    for name, make in plots.FIGURES.items():
+        fig = make(r)
+        pngs[name] = files[f"{stem}.{name}.png"] = figure_bytes(fig, "png")
+        files[f"{stem}.{name}.svg"] = figure_bytes(fig, "svg")
+    files[f"{stem}.html"] = html.report(r, pngs).encode()
+    return publish(out_dir, files)

@@ -1,0 +1,154 @@
+"""Running a sweep's points: in this process, on a local process pool, or on a Dask cluster.
+
+Each finished point is appended to DIR/points.jsonl at once (flushed and synced), so an
+interrupted sweep loses nothing and a rerun skips the points already there. A point that fails
+is recorded with its error and the others go on; a rerun tries it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from simulator.config.hardware import Hardware
+from simulator.errors import InputError
+from simulator.sweep.spec import Point, SweepSpec
+from simulator.units import GB
+
+
+def run_point(workload: str, hardware: Hardware, fidelity: str) -> dict[str, Any]:
+    """The figures a sweep keeps of one step (module level, so workers can unpickle it)."""
+    from simulator.pipeline import analyze
+
+    r = analyze(workload, hardware, fidelity=fidelity)
+    est = r.estimate
+    step = est.step_time_s
+    memory_bound = sum(p.memory_bound_time_s for p in est.phases())
+    dram_bytes = sum(o.bytes_to_dram for o in est.ops)
+    price = hardware.price_usd
+    row = {
+        "step_time_s": step,
+        "analytic_step_time_s": est.analytic.step_time_s,
+        "error_bound_s": est.replay.error_bound_s if est.replay else 0.0,
+        "achieved_bandwidth_GBps": dram_bytes / step / GB if step else 0.0,
+        "peak_bandwidth_GBps": hardware.memory.peak_bandwidth_GBps,
+        "memory_bound_share": memory_bound / step if step else 0.0,
+        "bound": "memory" if memory_bound * 2 > step else "compute",
+        "peak_memory_bytes": r.memory.peak_bytes,
+        "capacity_bytes": hardware.memory.capacity_bytes,
+        "fits": r.fits,
+        "best_change": est.replay.bottlenecks.best_change if est.replay else None,
+        "price_usd": price,
+        "steps_per_hour_per_kusd": 3600 / step / (price / 1000) if price and step else None,
+    }
+    return row
+
+
+def _row(point: Point, result: dict[str, Any] | None, error: str | None) -> dict[str, Any]:
+    return {"id": point.id, "workload": point.workload, "hardware": point.hardware.name,
+            **{f"param.{k}": v for k, v in point.settings.items()},
+            **(result or {}), "error": error}
+
+
+class PointStore:
+    """DIR/points.jsonl: one JSON line per finished point, appended as each one ends."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.rows: dict[str, dict] = {}
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                if n == len(lines):
+                    continue  # the last line, cut short by an interruption: that point reruns
+                raise InputError("not a sweep results line", file=f"{path}:{n}") from None
+            self.rows[row["id"]] = row
+
+    def done(self, point: Point) -> bool:
+        row = self.rows.get(point.id)
+        return row is not None and row.get("error") is None
+
+    def add(self, row: dict) -> None:
+        self.rows[row["id"]] = row
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row, allow_nan=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _local(todo: list[Point], fidelity: str, workers: int
+           ) -> Iterator[tuple[Point, dict | None, str | None]]:
+    if workers <= 1:
+        for p in todo:
+            yield p, *_guarded(p, fidelity)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(run_point, p.workload, p.hardware, fidelity): p for p in todo}
+        for fut in as_completed(futures):
+            exc = fut.exception()
+            yield futures[fut], (None if exc else fut.result()), _message(exc)
+
+
+def _dask(todo: list[Point], fidelity: str, scheduler: str
+          ) -> Iterator[tuple[Point, dict | None, str | None]]:
+    try:
+        from dask.distributed import Client
+        from dask.distributed import as_completed as dask_completed
+    except ImportError:
+        raise InputError("--scheduler needs Dask: pip install 'gddr6-roofline-sim[dask]'"
+                         ) from None
+    try:
+        client = Client(scheduler, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    with client:
+        futures = {client.submit(run_point, p.workload, p.hardware, fidelity, pure=False): p
+                   for p in todo}
+        for fut in dask_completed(list(futures)):
+            exc = fut.exception()
+            yield futures[fut], (None if exc else fut.result()), _message(exc)
+
+
+def _guarded(p: Point, fidelity: str) -> tuple[dict | None, str | None]:
+    try:
+        return run_point(p.workload, p.hardware, fidelity), None
+    except Exception as exc:  # noqa: BLE001 - a failing point is reported, the rest go on
+        return None, _message(exc)
+
+
+def _message(exc: BaseException | None) -> str | None:
+    if exc is None:
+        return None
+    if isinstance(exc, InputError):
+        return str(exc)
+    last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    return last
+
+
+def run_sweep(spec: SweepSpec, out: Path, workers: int | None = None,
+              scheduler: str | None = None,
+              on_point: Callable[[dict], None] | None = None) -> list[dict]:
+    """Every point of the sweep, skipping those already in out/points.jsonl; returns all rows
+    in grid order."""
+    out.mkdir(parents=True, exist_ok=True)
+    store = PointStore(out / "points.jsonl")
+    points = spec.points()
+    todo = [p for p in points if not store.done(p)]
+    workers = workers or os.cpu_count() or 1
+    stream = _dask(todo, spec.fidelity, scheduler) if scheduler else _local(
+        todo, spec.fidelity, min(workers, max(len(todo), 1)))
+    for point, result, error in stream:
+        row = _row(point, result, error)
+        store.add(row)
+        if on_point:
+            on_point(row)
+    return [store.rows[p.id] for p in points]

@@ -1,0 +1,92 @@
+"""What a sweep may vary: named hardware parameters, each a place in the hardware file.
+
+A parameter is a short name (`data_rate_gbps`, `l2_bytes`, `nCL`, `fp32`) or a dotted path
+into the hardware JSON (`memory.timing.cycles_ck.nRCDRD`). Setting one edits a copy of the
+card's raw description, which is then loaded like any hardware file (schema, organisation and
+timing checks), so an impossible value fails the way a bad file does. Changing the bus width
+or clamshell mode changes the number of devices with it, so the devices still fill the bus.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from simulator.config.hardware import Hardware, parse_hardware
+from simulator.config.loader import schema, validate
+from simulator.errors import InputError
+
+# short name -> path in the hardware file
+ALIASES = {
+    "data_rate_gbps": "memory.data_rate_gbps",
+    "bus_width_bits": "memory.bus_width_bits",
+    "device_density_gbit": "memory.device_density_gbit",
+    "clamshell": "memory.clamshell",
+    "energy_pj_per_bit": "memory.energy_pj_per_bit",
+    "l2_bytes": "cache.l2_bytes",
+    "l2_bandwidth_GBps": "cache.l2_bandwidth_GBps",
+    "sm_count": "compute.sm_count",
+    "kernel_launch_overhead_us": "compute.kernel_launch_overhead_us",
+    "price_usd": "price_usd",
+    "tdp_w": "tdp_w",
+}
+_PEAKS = ("fp64", "fp32", "fp16_vector", "tf32_tensor", "fp16_tensor", "bf16_tensor",
+          "fp8_tensor", "int8_tensor")
+_CONTROLLER = ("read_buffer", "write_buffer", "active_buffer", "write_high_watermark",
+               "write_low_watermark", "scheduler", "page_policy", "refresh")
+
+
+def _timing_names() -> tuple[str, ...]:
+    t = schema("hardware")["$defs"]["gddr6_timing"]["properties"]["cycles_ck"]
+    return tuple(t["properties"])
+
+
+def resolve(name: str) -> str:
+    """The dotted path a parameter name stands for."""
+    if name in ALIASES:
+        return ALIASES[name]
+    if name in _PEAKS:
+        return f"compute.peak_tflops.{name}"
+    if name in _timing_names():
+        return f"memory.timing.cycles_ck.{name}"
+    if name in _CONTROLLER:
+        return f"memory.controller.{name}"
+    if "." in name:
+        return name
+    known = sorted(ALIASES) + list(_PEAKS) + list(_timing_names()) + list(_CONTROLLER)
+    raise InputError(f"unknown hardware parameter '{name}'; expected a dotted path into the "
+                     f"hardware file or one of: {', '.join(known)}")
+
+
+def apply(raw: dict, settings: dict[str, Any], where: str) -> Hardware:
+    """A card with the settings applied, checked as a hardware file is; `where` names the
+    point in errors."""
+    edited = copy.deepcopy(raw)
+    for name, value in settings.items():
+        path = resolve(name).split(".")
+        node = edited
+        for key in path[:-1]:
+            if not isinstance(node.get(key, {}), dict):
+                raise InputError(f"'{name}': {'.'.join(path)} is not an object path in the "
+                                 "hardware file", file=where)
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+        if path[-1] in ("bus_width_bits", "clamshell") and path[0] == "memory":
+            _fill_bus(edited["memory"])
+    try:
+        validate(edited, "hardware", where)
+        return parse_hardware(edited, f"{raw['name']}.json")
+    except InputError as exc:
+        raise InputError(f"{exc.message} (with {_describe(settings)})", file=where,
+                         path=exc.path) from None
+
+
+def _fill_bus(m: dict) -> None:
+    """Devices for the bus: 2 channels of 16 bit each per device, twice as many in clamshell."""
+    if isinstance(m.get("bus_width_bits"), int) and m.get("channel_width_bits"):
+        per_device = m["channel_width_bits"] * m["channels_per_device"]
+        m["devices"] = max(1, m["bus_width_bits"] // per_device) * (2 if m["clamshell"] else 1)
+
+
+def _describe(settings: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in settings.items())

@@ -1,0 +1,175 @@
+"""A finished sweep as files: CSV and JSON of every point, plots, and a sensitivity summary.
+
+Plots vary one parameter at a time with the others at their first listed value: step time and
+achieved DRAM bandwidth per workload, the memory-bound share of the step (where it crosses
+50 % the bottleneck shifts between memory and compute) and, where the card's price is known,
+steps per hour per $1000. Two varied parameters also get a heatmap of step time.
+
+Elasticity of step time to a parameter, d ln(step) / d ln(value), is the least-squares slope
+over the points along its axis (others at their first value): -1 means the step time falls in
+proportion as the parameter grows (fully bound by it), 0 means it does not care.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from simulator.report.outputs import figure_bytes, publish
+
+RESULTS = ("step_time_s", "analytic_step_time_s", "error_bound_s", "achieved_bandwidth_GBps",
+           "peak_bandwidth_GBps", "memory_bound_share", "bound", "peak_memory_bytes",
+           "capacity_bytes", "fits", "best_change", "price_usd", "steps_per_hour_per_kusd",
+           "error")
+
+
+def _axis_rows(rows: list[dict], axes: dict[str, list], axis: str, workload: str) -> list[dict]:
+    """The rows along one axis, the other axes at their first value, in axis order."""
+    base = {k: v[0] for k, v in axes.items() if k != axis}
+    sel = [r for r in rows if r["workload"] == workload and r.get("error") is None
+           and all(r[f"param.{k}"] == v for k, v in base.items())]
+    order = {v: i for i, v in enumerate(axes[axis])}
+    return sorted(sel, key=lambda r: order.get(r[f"param.{axis}"], 0))
+
+
+def _numeric(values: list) -> bool:
+    return all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in values)
+
+
+def elasticities(rows: list[dict], axes: dict[str, list], workloads: list[str]
+                 ) -> dict[str, dict[str, float | None]]:
+    out: dict[str, dict[str, float | None]] = {}
+    for w in workloads:
+        out[w] = {}
+        for axis in axes:
+            sel = _axis_rows(rows, axes, axis, w)
+            xs = [r[f"param.{axis}"] for r in sel]
+            if len(sel) < 2 or not _numeric(xs) or len(set(xs)) < 2:
+                out[w][axis] = None
+                continue
+            x = np.log(np.array(xs, float))
+            y = np.log(np.array([r["step_time_s"] for r in sel]))
+            out[w][axis] = float(np.polyfit(x, y, 1)[0])
+    return out
+
+
+def table(rows: list[dict], axes: dict[str, list]) -> str:
+    cols = ["workload", *axes, "step time", "GB/s", "memory-bound", "bound", "fits"]
+    lines = [cols]
+    for r in rows:
+        if r.get("error"):
+            lines.append([r["workload"], *(str(r[f"param.{a}"]) for a in axes),
+                          f"FAILED: {r['error']}", "", "", "", ""])
+            continue
+        lines.append([r["workload"], *(str(r[f"param.{a}"]) for a in axes),
+                      f"{r['step_time_s'] * 1e3:.3f} ms", f"{r['achieved_bandwidth_GBps']:.1f}",
+                      f"{r['memory_bound_share'] * 100:.1f} %", r["bound"],
+                      "yes" if r["fits"] else "no"])
+    widths = [max(len(row[i]) for row in lines) for i in range(len(cols))]
+    return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
+                     .rstrip() for row in lines)
+
+
+def _csv(rows: list[dict], axes: dict[str, list]) -> str:
+    buf = io.StringIO()
+    fields = ["id", "workload", "hardware", *(f"param.{a}" for a in axes), *RESULTS]
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    return buf.getvalue()
+
+
+def _line_plot(rows, axes, workloads, key, label, scale=1.0):
+    fig = Figure(figsize=(4.5 * len(axes), 3.6))
+    subplots = fig.subplots(1, len(axes), squeeze=False)[0]
+    for ax, axis in zip(subplots, axes, strict=True):
+        for w in workloads:
+            sel = [r for r in _axis_rows(rows, axes, axis, w) if r.get(key) is not None]
+            if sel:
+                xs = [str(r[f"param.{axis}"]) for r in sel]
+                ax.plot(xs, [r[key] * scale for r in sel], marker="o", label=w)
+        if key == "memory_bound_share":
+            ax.axhline(50, color="grey", ls="--", lw=0.8, label="memory = compute")
+        ax.set_xlabel(axis)
+        ax.set_ylabel(label)
+        ax.grid(True, lw=0.3, alpha=0.5)
+    subplots[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _heatmap(rows, axes, workload):
+    a, b = list(axes)[:2]
+    grid = np.full((len(axes[b]), len(axes[a])), np.nan)
+    others = {k: v[0] for k, v in axes.items() if k not in (a, b)}
+    for r in rows:
+        if r["workload"] != workload or r.get("error") or any(
+                r[f"param.{k}"] != v for k, v in others.items()):
+            continue
+        grid[axes[b].index(r[f"param.{b}"]), axes[a].index(r[f"param.{a}"])] = \
+            r["step_time_s"] * 1e3
+    fig = Figure(figsize=(6, 4.5))
+    ax = fig.subplots()
+    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis_r")
+    ax.set_xticks(range(len(axes[a])), [str(v) for v in axes[a]])
+    ax.set_yticks(range(len(axes[b])), [str(v) for v in axes[b]])
+    for (i, j), v in np.ndenumerate(grid):
+        if math.isfinite(v):
+            ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7, color="white")
+    ax.set_xlabel(a)
+    ax.set_ylabel(b)
+    ax.set_title(f"{workload}: step time (ms)")
+    fig.colorbar(im, ax=ax)
+    fig.tight_layout()
+    return fig
+
+
+def figures(rows: list[dict], axes: dict[str, list], workloads: list[str]) -> dict[str, Figure]:
+    figs = {
+        "step_time": _line_plot(rows, axes, workloads, "step_time_s", "step time (ms)", 1e3),
+        "bandwidth": _line_plot(rows, axes, workloads, "achieved_bandwidth_GBps",
+                                "achieved DRAM bandwidth (GB/s)"),
+        "bottleneck": _line_plot(rows, axes, workloads, "memory_bound_share",
+                                 "memory-bound share of step (%)", 100),
+    }
+    if any(r.get("steps_per_hour_per_kusd") for r in rows):
+        figs["cost"] = _line_plot(rows, axes, workloads, "steps_per_hour_per_kusd",
+                                  "steps per hour per $1000")
+    if len(axes) >= 2:
+        for w in workloads:
+            figs[f"heatmap.{w}"] = _heatmap(rows, axes, w)
+    return figs
+
+
+def write(out: Path, name: str, doc_extra: dict[str, Any], rows: list[dict],
+          axes: dict[str, list], workloads: list[str]) -> list[Path]:
+    """CSV, JSON and the plots (PNG and SVG), all or none (beside points.jsonl)."""
+    sens = elasticities(rows, axes, workloads)
+    doc = {"format": "gddr6-roofline-sim/sweep", "format_version": 1, "name": name,
+           **doc_extra, "axes": axes, "workloads": workloads,
+           "elasticity_of_step_time": sens, "points": rows}
+    files = {f"{name}.csv": _csv(rows, axes).encode(),
+             f"{name}.json": (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode()}
+    for key, fig in figures(rows, axes, workloads).items():
+        for ext in ("png", "svg"):
+            files[f"{name}.{key}.{ext}"] = figure_bytes(fig, ext)
+    return publish(out, files)
+
+
+def sensitivity_lines(rows: list[dict], axes: dict[str, list], workloads: list[str]
+                      ) -> list[str]:
+    sens = elasticities(rows, axes, workloads)
+    lines = ["Elasticity of step time, d ln(step) / d ln(parameter) (-1: bound by it; 0: "
+             "indifferent):"]
+    for w, per in sens.items():
+        lines.append(f"  {w}: " + ", ".join(
+            f"{k} {v:+.2f}" if v is not None else f"{k} n/a" for k, v in per.items()))
+    return lines

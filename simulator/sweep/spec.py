@@ -1,0 +1,138 @@
+"""A sweep: workloads x a grid of hardware settings, read from a file or the command line.
+
+    {"format_version": 1, "name": "t4-memory", "hardware": "t4",
+     "workloads": ["transformer", "cnn"], "fidelity": "sampled",
+     "vary": {"data_rate_gbps": [12, 14, 16], "bus_width_bits": [192, 256, 384]}}
+
+Every point is built and checked before anything runs: an unknown parameter or an impossible
+value (a bus the devices cannot fill, a data rate of 0, a timing set that breaks nRC >= nRAS +
+nRP) is an error naming the sweep file, the axis and the value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simulator import resources
+from simulator.config.hardware import Hardware
+from simulator.config.loader import load
+from simulator.config.workload import load_workload
+from simulator.errors import InputError
+from simulator.replay import FIDELITIES
+from simulator.sweep import params
+
+
+@dataclass(frozen=True)
+class Point:
+    """One (workload, hardware settings) pair of the grid."""
+
+    workload: str                   # as given: a shipped name or a path
+    settings: dict[str, Any]        # parameter -> value, in axis order
+    hardware: Hardware = field(compare=False, repr=False)
+
+    @property
+    def id(self) -> str:
+        """Stable across runs, so a rerun can tell which points are done."""
+        doc = json.dumps([self.workload, self.hardware.name, self.settings], sort_keys=True)
+        return hashlib.sha1(doc.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    hardware_name: str
+    hardware_raw: dict
+    workloads: tuple[str, ...]
+    axes: dict[str, list[Any]]      # parameter -> values
+    fidelity: str
+    source: str                     # the sweep file, or "command line"
+
+    def points(self) -> list[Point]:
+        names = list(self.axes)
+        out = []
+        for values in itertools.product(*self.axes.values()):
+            settings = dict(zip(names, values, strict=True))
+            hw = params.apply(self.hardware_raw, settings, self.source)
+            out += [Point(w, settings, hw) for w in self.workloads]
+        return out
+
+
+def _coerce(text: str) -> Any:
+    """A value from the command line: a number, true/false, or the text itself."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def parse_vary(items: list[str]) -> dict[str, list[Any]]:
+    """`--vary name=v1,v2,...` options into axes."""
+    axes: dict[str, list[Any]] = {}
+    for item in items:
+        name, sep, values = item.partition("=")
+        if not sep or not name.strip() or not values.strip():
+            raise InputError(f"--vary {item}: expected NAME=VALUE[,VALUE...]")
+        if name.strip() in axes:
+            raise InputError(f"--vary {item}: '{name.strip()}' is varied twice")
+        axes[name.strip()] = [_coerce(v) for v in values.split(",")]
+    return axes
+
+
+def build(name: str, hardware: str, workloads: list[str], axes: dict[str, list[Any]],
+          fidelity: str, source: str) -> SweepSpec:
+    if fidelity not in FIDELITIES:
+        raise InputError(f"expected a fidelity of {', '.join(FIDELITIES)}, got '{fidelity}'",
+                         file=source, path="$.fidelity")
+    if not axes:
+        raise InputError("nothing to vary: expected at least one axis", file=source,
+                         path="$.vary")
+    for axis, values in axes.items():
+        params.resolve(axis)
+        if not values:
+            raise InputError(f"expected at least one value for '{axis}'", file=source,
+                             path=f"$.vary.{axis}")
+    path = resources.resolve("hardware", hardware)
+    raw = load(path, "hardware")
+    for w in workloads:
+        load_workload(w)   # unknown or broken workloads fail here, not in a worker
+    spec = SweepSpec(name, raw["name"], raw, tuple(workloads), axes, fidelity, source)
+    spec.points()          # every hardware point checked before anything runs
+    return spec
+
+
+def load_sweep(path: Path) -> SweepSpec:
+    from simulator.config.loader import read_json
+
+    raw = read_json(path)
+    where = str(path)
+    if not isinstance(raw, dict):
+        raise InputError("expected a JSON object", file=where, path="$")
+    allowed = {"format_version", "name", "hardware", "workloads", "fidelity", "vary"}
+    extra = sorted(set(raw) - allowed)
+    if extra:
+        raise InputError(f"unknown key(s) {', '.join(map(repr, extra))}; expected one of: "
+                         f"{', '.join(sorted(allowed))}", file=where, path="$")
+    for key, kind in (("hardware", str), ("workloads", list), ("vary", dict)):
+        if not isinstance(raw.get(key), kind):
+            raise InputError(f"expected '{key}' as a {kind.__name__}", file=where,
+                             path=f"$.{key}")
+    if raw.get("format_version", 1) != 1:
+        raise InputError("expected format_version 1", file=where, path="$.format_version")
+    for axis, values in raw["vary"].items():
+        if not isinstance(values, list):
+            raise InputError("expected a list of values", file=where, path=f"$.vary.{axis}")
+    try:
+        return build(raw.get("name", path.stem), raw["hardware"], raw["workloads"],
+                     raw["vary"], raw.get("fidelity", "sampled"), where)
+    except InputError as exc:
+        raise exc.in_file(where) from None

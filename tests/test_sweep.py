@@ -1,0 +1,115 @@
+"""`sweep`: grids of hardware settings x workloads, persisted point by point."""
+
+import csv
+import json
+
+import matplotlib.image as mpimg
+import pytest
+
+from simulator.cli import main
+from simulator.sweep import execute
+from simulator.sweep.report import elasticities
+from simulator.sweep.spec import build, load_sweep
+
+GRID = ["--vary", "data_rate_gbps=10,14", "--vary", "bus_width_bits=128,256"]
+
+
+def _sweep(tmp_path, *extra, workload="cnn", fidelity="analytic"):
+    return main(["sweep", workload, "--hardware", "t4", *GRID, "--fidelity", fidelity,
+                 "--workers", "1", "--out", str(tmp_path / "out"), *extra])
+
+
+def test_shorthand_writes_every_point(tmp_path, capsys):
+    assert _sweep(tmp_path) == 0
+    out = tmp_path / "out"
+    rows = list(csv.DictReader((out / "cnn-t4.csv").open()))
+    assert len(rows) == 4
+    assert {(r["param.data_rate_gbps"], r["param.bus_width_bits"]) for r in rows} == {
+        ("10", "128"), ("10", "256"), ("14", "128"), ("14", "256")}
+    doc = json.loads((out / "cnn-t4.json").read_text())
+    assert doc["axes"] == {"data_rate_gbps": [10, 14], "bus_width_bits": [128, 256]}
+    by = {(p["param.data_rate_gbps"], p["param.bus_width_bits"]): p for p in doc["points"]}
+    # more bandwidth never slows the step; peak bandwidth follows the settings
+    assert by[(14, 256)]["step_time_s"] < by[(10, 128)]["step_time_s"]
+    assert by[(14, 256)]["peak_bandwidth_GBps"] == pytest.approx(14 * 256 / 8)
+    for plot in ("step_time", "bandwidth", "bottleneck", "heatmap.cnn"):
+        assert mpimg.imread(out / f"cnn-t4.{plot}.png").ndim == 3
+    assert "Elasticity" in capsys.readouterr().out
+
+
+def test_rerun_skips_finished_points_and_retries_failed_ones(tmp_path, monkeypatch, capsys):
+    real = execute.run_point
+
+    def flaky(workload, hardware, fidelity):
+        if hardware.memory.data_rate_gbps == 14 and hardware.memory.bus_width_bits == 128:
+            raise RuntimeError("boom")
+        return real(workload, hardware, fidelity)
+
+    monkeypatch.setattr(execute, "run_point", flaky)
+    assert _sweep(tmp_path) == 1                      # one point failed, the others went on
+    rows = [json.loads(line) for line in (tmp_path / "out/points.jsonl").open()]
+    assert len(rows) == 4 and sum(r["error"] is not None for r in rows) == 1
+    assert "boom" in next(r["error"] for r in rows if r["error"])
+    assert "FAILED: RuntimeError: boom" in capsys.readouterr().out
+    calls = []
+
+    def counted(workload, hardware, fidelity):
+        calls.append(hardware.memory.data_rate_gbps)
+        return real(workload, hardware, fidelity)
+
+    monkeypatch.setattr(execute, "run_point", counted)
+    assert _sweep(tmp_path) == 0
+    assert calls == [14]                               # only the failed point ran again
+    assert _sweep(tmp_path) == 0
+    assert calls == [14]
+
+
+@pytest.mark.parametrize("vary, words", [
+    ("foo=1,2", "unknown hardware parameter 'foo'"),
+    ("data_rate_gbps=14,0", "$.memory.data_rate_gbps: expected a number > 0"),
+    ("bus_width_bits=256,100", "expected a multiple of channel_width_bits"),
+    ("nRC=90,10", "nRC >= nRAS + nRP"),
+    ("data_rate_gbps=", "expected NAME=VALUE"),
+])
+def test_invalid_axes_fail_before_anything_runs(tmp_path, capsys, monkeypatch, vary, words):
+    monkeypatch.setattr(execute, "run_point", lambda *a: pytest.fail("a point ran"))
+    code = main(["sweep", "cnn", "--vary", vary, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and words in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_sweep_file(tmp_path, write_json):
+    path = write_json({"format_version": 1, "name": "mem", "hardware": "a40",
+                       "workloads": ["cnn", "stream"], "fidelity": "analytic",
+                       "vary": {"l2_bytes": [4194304, 8388608], "fp32": [20, 40]}})
+    spec = load_sweep(path)
+    assert len(spec.points()) == 8 and spec.fidelity == "analytic"
+    bad = write_json({"hardware": "a40", "workloads": ["cnn"], "vary": {"nCL": 20}},
+                     name="bad.json")
+    with pytest.raises(Exception, match=r"\$\.vary\.nCL: expected a list"):
+        load_sweep(bad)
+    bad = write_json({"hardware": "a40", "workloads": ["nope"], "vary": {"nCL": [20]}},
+                     name="bad2.json")
+    with pytest.raises(Exception, match="nope"):
+        load_sweep(bad)
+
+
+def test_elasticity_of_a_bandwidth_bound_benchmark(tmp_path):
+    spec = build("s", "a40", ["stream"], {"data_rate_gbps": [12, 14, 16]}, "analytic", "test")
+    rows = execute.run_sweep(spec, tmp_path, workers=1)
+    e = elasticities(rows, spec.axes, ["stream"])["stream"]["data_rate_gbps"]
+    assert e == pytest.approx(-1.0, abs=0.01)   # the analytic roofline: time ~ 1 / bandwidth
+
+
+def test_points_run_on_a_dask_cluster(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    spec = build("d", "t4", ["cnn"], {"data_rate_gbps": [10, 14]}, "analytic", "test")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  protocol="tcp", host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        rows = execute.run_sweep(spec, tmp_path, scheduler=cluster.scheduler_address)
+    assert cluster.scheduler_address.startswith("tcp://127.0.0.1")
+    assert len(rows) == 2 and all(r["error"] is None for r in rows)
+    local = execute.run_sweep(spec, tmp_path / "local", workers=1)
+    assert [r["step_time_s"] for r in rows] == [r["step_time_s"] for r in local]
