@@ -11,10 +11,8 @@ The story each CK cycle, per channel (the order of Ramulator 2's generic control
 Then the front end hands requests over in trace order, as many as the buffers accept.
 Idle channels are skipped to their next possible event, so the cost follows commands, not cycles.
 
-All times are CK cycles. Requests live in per-channel buffers as rows of int64 fields in age
-order, so the trace can be streamed through in chunks; a request that leaves marks its row dead
-instead of moving the younger ones up (scans skip dead rows), which keeps deep GPU-sized
-queues cheap.
+All times are CK cycles. Requests live in per-channel buffers as rows of int64 fields, so the
+trace can be streamed through in chunks.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ RBUF, WBUF, ABUF = 0, 1, 2
 # request fields
 F_ID, F_ADDR, F_BG, F_BANK, F_ROW, F_WRITE, F_ARRIVE, F_STAT = range(8)
 N_FIELDS = 8
-DEAD = -1  # F_WRITE of a row whose request has left the buffer
 # scalar state slots (int64)
 S_CLK, S_POS, S_QUEUED, S_DONE_READS, S_DONE_WRITES, S_LAST_DONE, S_LOG_N, S_FORWARDED = range(8)
 N_SCALARS = 8
@@ -100,56 +97,28 @@ def _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
 
 
 @njit(cache=True, error_model="numpy")
-def _remove(bufs, counts, ends, ch, kind, i):
-    """Mark row i dead; the live rows keep their age order, and nothing moves."""
-    bufs[ch, kind, i, F_WRITE] = DEAD
-    counts[ch, kind] -= 1
-    head, tail = ends[ch, kind, 0], ends[ch, kind, 1]
-    if counts[ch, kind] == 0:
-        head = tail = 0
-    else:
-        while bufs[ch, kind, head, F_WRITE] == DEAD:
-            head += 1
-        while bufs[ch, kind, tail - 1, F_WRITE] == DEAD:
-            tail -= 1
-    ends[ch, kind, 0] = head
-    ends[ch, kind, 1] = tail
+def _remove(bufs, counts, ch, kind, i):
+    n = counts[ch, kind]
+    for j in range(i, n - 1):
+        for f in range(N_FIELDS):
+            bufs[ch, kind, j, f] = bufs[ch, kind, j + 1, f]
+    counts[ch, kind] = n - 1
 
 
 @njit(cache=True, error_model="numpy")
-def _slot(bufs, ends, ch, kind):
-    """The row a new request takes, after the youngest. When the rows run out the live ones
-    move to the front, in order: rows are twice the buffer's capacity, so that happens at
-    most once per capacity's worth of requests."""
-    tail = ends[ch, kind, 1]
-    if tail == bufs.shape[2]:
-        j = 0
-        for i in range(ends[ch, kind, 0], tail):
-            if bufs[ch, kind, i, F_WRITE] != DEAD:
-                if j != i:
-                    for f in range(N_FIELDS):
-                        bufs[ch, kind, j, f] = bufs[ch, kind, i, f]
-                j += 1
-        ends[ch, kind, 0] = 0
-        tail = j
-    ends[ch, kind, 1] = tail + 1
-    return tail
-
-
-@njit(cache=True, error_model="numpy")
-def _append(bufs, counts, ends, ch, kind, src_bufs, src_ch, src_kind, i):
-    n = _slot(bufs, ends, ch, kind)
+def _append(bufs, counts, ch, kind, src_bufs, src_ch, src_kind, i):
+    n = counts[ch, kind]
     for f in range(N_FIELDS):
         bufs[ch, kind, n, f] = src_bufs[src_ch, src_kind, i, f]
-    counts[ch, kind] += 1
+    counts[ch, kind] = n + 1
 
 
 @njit(cache=True, error_model="numpy")
-def _row_wanted(bufs, ends, ch, bank, row, skip_kind, skip_i):
+def _row_wanted(bufs, counts, ch, bank, row, skip_kind, skip_i):
     """Does any queued request other than (skip_kind, skip_i) want this open row?"""
     for kind in range(3):
-        for i in range(ends[ch, kind, 0], ends[ch, kind, 1]):
-            if (kind == skip_kind and i == skip_i) or bufs[ch, kind, i, F_WRITE] == DEAD:
+        for i in range(counts[ch, kind]):
+            if kind == skip_kind and i == skip_i:
                 continue
             if bufs[ch, kind, i, F_BANK] == bank and bufs[ch, kind, i, F_ROW] == row:
                 return True
@@ -157,12 +126,10 @@ def _row_wanted(bufs, ends, ch, bank, row, skip_kind, skip_i):
 
 
 @njit(cache=True, error_model="numpy")
-def _active_blocks(bufs, ends, ch, bank):
+def _active_blocks(bufs, counts, ch, bank):
     """A precharge of `bank` (or of all banks, bank < 0) would close a row opened for a
     request still waiting in the active buffer."""
-    for i in range(ends[ch, ABUF, 0], ends[ch, ABUF, 1]):
-        if bufs[ch, ABUF, i, F_WRITE] == DEAD:
-            continue
+    for i in range(counts[ch, ABUF]):
         if bank < 0 or bufs[ch, ABUF, i, F_BANK] == bank:
             return True
     return False
@@ -199,8 +166,7 @@ def _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _first_ready(bufs, ends, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_bank,
-                 n_banks):
+def _first_ready(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_bank):
     """FR-FCFS over a read or write buffer, whose order is age order: the first request whose
     next command is ready. Returns (index or -1, command, earliest ready cycle seen)."""
     is_write = kind == WBUF
@@ -209,13 +175,10 @@ def _first_ready(bufs, ends, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, re
     last_row = -1
     # banks already found not ready for a row other than their open one, and for their open
     # row: another request to such a bank in the same case needs the same command at the same
-    # bank, and waits as long; once every bank is found not ready both ways, none is
+    # bank, and waits as long
     miss_seen = 0
     hit_seen = 0
-    all_seen = (np.int64(1) << n_banks) - 1
-    for i in range(ends[ch, kind, 0], ends[ch, kind, 1]):
-        if bufs[ch, kind, i, F_WRITE] == DEAD:
-            continue
+    for i in range(counts[ch, kind]):
         bank = bufs[ch, kind, i, F_BANK]
         row = bufs[ch, kind, i, F_ROW]
         if bank == last_bank and row == last_row:
@@ -236,13 +199,11 @@ def _first_ready(bufs, ends, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, re
             miss_seen |= bit
         else:
             hit_seen |= bit
-        if miss_seen == all_seen and hit_seen == all_seen:
-            break
     return -1, -1, earliest
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _oldest(bufs, ends, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_bank, ready_only):
+def _oldest(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_bank, ready_only):
     """The oldest request of a buffer (FCFS), or the oldest ready one (FR-FCFS, any order).
     Returns (index or -1, command, ready?, earliest ready cycle seen)."""
     best = -1
@@ -250,9 +211,7 @@ def _oldest(bufs, ends, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_ban
     best_t = INF
     best_arrive = INF
     earliest = INF
-    for i in range(ends[ch, kind, 0], ends[ch, kind, 1]):
-        if bufs[ch, kind, i, F_WRITE] == DEAD:
-            continue
+    for i in range(counts[ch, kind]):
         bank = bufs[ch, kind, i, F_BANK]
         cmd = _next_command(open_row, ch, bank, bufs[ch, kind, i, F_ROW],
                             bufs[ch, kind, i, F_WRITE] == 1, ref_bank)
@@ -271,7 +230,7 @@ def _oldest(bufs, ends, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_ban
 
 
 @njit(cache=True, error_model="numpy")
-def run(bufs, counts, ends, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, bank_cols,
+def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, bank_cols,
         lat_hist, rule_lat, log,
         req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, req_id, n_req,
         final, completion,
@@ -308,7 +267,7 @@ def run(bufs, counts, ends, scal, chan, rch, rbg, rbank, faw, open_row, cmd_coun
                     if chan[ch, C_ABUF_T] < earliest:
                         earliest = chan[ch, C_ABUF_T]
                 else:
-                    idx, cmd, ready, e = _oldest(bufs, ends, ch, ABUF, open_row, rch, rbg,
+                    idx, cmd, ready, e = _oldest(bufs, counts, ch, ABUF, open_row, rch, rbg,
                                                  rbank, faw_t, clk, ref_bank, not fcfs)
                     if e < earliest:
                         earliest = e
@@ -324,7 +283,7 @@ def run(bufs, counts, ends, scal, chan, rch, rbg, rbank, faw, open_row, cmd_coun
                     rb = chan[ch, C_REF_BANK]
                     rcmd = PRE if open_row[ch, rb] >= 0 else REFPB
                     t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, rb // banks_per_group, rb, n_faw)
-                    if t <= clk and not (rcmd == PRE and _active_blocks(bufs, ends, ch, rb)):
+                    if t <= clk and not (rcmd == PRE and _active_blocks(bufs, counts, ch, rb)):
                         _issue(rule_lat, rch, rbg, rbank, faw, open_row,
                                cmd_count, ch, rcmd, rb // banks_per_group, rb, -1, clk, log,
                                scal, log_cap, banks_per_group, n_banks)
@@ -342,7 +301,7 @@ def run(bufs, counts, ends, scal, chan, rch, rbg, rbank, faw, open_row, cmd_coun
                             break
                     rcmd = PREA if any_open else REFAB
                     t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, -1, -1, n_faw)
-                    if t <= clk and not (rcmd == PREA and _active_blocks(bufs, ends, ch, -1)):
+                    if t <= clk and not (rcmd == PREA and _active_blocks(bufs, counts, ch, -1)):
                         _issue(rule_lat, rch, rbg, rbank, faw, open_row,
                                cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap,
                                banks_per_group, n_banks)
@@ -366,11 +325,11 @@ def run(bufs, counts, ends, scal, chan, rch, rbg, rbank, faw, open_row, cmd_coun
                 k = WBUF if chan[ch, C_WR_MODE] == 1 else RBUF
                 if counts[ch, k] > 0:
                     if fcfs:
-                        idx, cmd, ready, e = _oldest(bufs, ends, ch, k, open_row, rch, rbg,
+                        idx, cmd, ready, e = _oldest(bufs, counts, ch, k, open_row, rch, rbg,
                                                      rbank, faw_t, clk, ref_bank, False)
                     else:
-                        idx, cmd, e = _first_ready(bufs, ends, ch, k, open_row, rch, rbg,
-                                                   rbank, faw_t, clk, ref_bank, n_banks)
+                        idx, cmd, e = _first_ready(bufs, counts, ch, k, open_row, rch, rbg,
+                                                   rbank, faw_t, clk, ref_bank)
                         ready = idx >= 0
                     if e < earliest:
                         earliest = e
@@ -379,7 +338,7 @@ def run(bufs, counts, ends, scal, chan, rch, rbg, rbank, faw, open_row, cmd_coun
                         kind = k
             # a precharge must not close a row an activated request is waiting for
             if found and cmd == PRE and kind != ABUF:
-                if _active_blocks(bufs, ends, ch, bufs[ch, kind, idx, F_BANK]):
+                if _active_blocks(bufs, counts, ch, bufs[ch, kind, idx, F_BANK]):
                     found = False
             if found and not issued:
                 bank = bufs[ch, kind, idx, F_BANK]
@@ -394,7 +353,7 @@ def run(bufs, counts, ends, scal, chan, rch, rbg, rbank, faw, open_row, cmd_coun
                     else:
                         chan[ch, C_CONFLICT] += 1
                 final_cmd = cmd == RD or cmd == WR
-                if final_cmd and closed_page and not _row_wanted(bufs, ends, ch, bank, row,
+                if final_cmd and closed_page and not _row_wanted(bufs, counts, ch, bank, row,
                                                                  kind, idx):
                     cmd = RDA if cmd == RD else WRA
                 _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
@@ -424,14 +383,14 @@ def run(bufs, counts, ends, scal, chan, rch, rbg, rbank, faw, open_row, cmd_coun
                         scal[S_LAST_DONE] = done
                     if rid >= 0 and rid < completion.shape[0]:
                         completion[rid] = done
-                    _remove(bufs, counts, ends, ch, kind, idx)
+                    _remove(bufs, counts, ch, kind, idx)
                     scal[S_QUEUED] -= 1
                     if kind == ABUF:
                         chan[ch, C_ABUF_T] = 0
                 elif cmd == ACT and kind != ABUF and counts[ch, ABUF] < caps[ABUF]:
                     chan[ch, C_ABUF_T] = 0
-                    _append(bufs, counts, ends, ch, ABUF, bufs, ch, kind, idx)
-                    _remove(bufs, counts, ends, ch, kind, idx)
+                    _append(bufs, counts, ch, ABUF, bufs, ch, kind, idx)
+                    _remove(bufs, counts, ch, kind, idx)
             if issued:
                 chan[ch, C_NEXT_TRY] = clk + 1
             else:
@@ -443,12 +402,11 @@ def run(bufs, counts, ends, scal, chan, rch, rbg, rbank, faw, open_row, cmd_coun
             is_w = req_write[pos]
             if is_w == 0 and counts[ch, WBUF] + counts[ch, ABUF] > 0:
                 hit = False  # a queued write to the same address (activated ones too)?
-                for i in range(ends[ch, WBUF, 0], ends[ch, WBUF, 1]):
-                    if bufs[ch, WBUF, i, F_ADDR] == req_addr[pos] and \
-                            bufs[ch, WBUF, i, F_WRITE] != DEAD:
+                for i in range(counts[ch, WBUF]):
+                    if bufs[ch, WBUF, i, F_ADDR] == req_addr[pos]:
                         hit = True
                         break
-                for i in range(ends[ch, ABUF, 0], ends[ch, ABUF, 1]):
+                for i in range(counts[ch, ABUF]):
                     if bufs[ch, ABUF, i, F_WRITE] == 1 and \
                             bufs[ch, ABUF, i, F_ADDR] == req_addr[pos]:
                         hit = True
@@ -465,9 +423,9 @@ def run(bufs, counts, ends, scal, chan, rch, rbg, rbank, faw, open_row, cmd_coun
                     pos += 1
                     continue
             k = WBUF if is_w else RBUF
-            if counts[ch, k] >= caps[k]:
+            n = counts[ch, k]
+            if n >= caps[k]:
                 break
-            n = _slot(bufs, ends, ch, k)
             bufs[ch, k, n, F_ID] = req_id[pos]
             bufs[ch, k, n, F_ADDR] = req_addr[pos]
             bufs[ch, k, n, F_BG] = req_bg[pos]
@@ -476,7 +434,7 @@ def run(bufs, counts, ends, scal, chan, rch, rbg, rbank, faw, open_row, cmd_coun
             bufs[ch, k, n, F_WRITE] = is_w
             bufs[ch, k, n, F_ARRIVE] = clk
             bufs[ch, k, n, F_STAT] = 0
-            counts[ch, k] += 1
+            counts[ch, k] = n + 1
             scal[S_QUEUED] += 1
             if chan[ch, C_NEXT_TRY] > clk + 1:
                 chan[ch, C_NEXT_TRY] = clk + 1
