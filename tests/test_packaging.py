@@ -37,3 +37,14 @@ def test_installed_package_finds_hardware_and_workloads(installed):
     listing = subprocess.run([sys.executable, "-m", "simulator", "hardware", "list"], cwd=cwd,
                              env=env, capture_output=True, text=True, check=True)
     assert "rx-7900-xtx" in listing.stdout and "h100-sxm" in listing.stdout
+
+
+def test_every_package_is_listed_for_the_wheel(repo):
+    """pyproject names its packages one by one (the data folders are mapped in): a new
+    subpackage left off the list would be missing from the installed wheel."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    listed = set(tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {str(p.parent.relative_to(repo)).replace("/", ".")
+             for p in (repo / "simulator").rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
