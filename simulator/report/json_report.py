@@ -31,6 +31,8 @@ def hardware_doc(hw: Hardware) -> dict[str, Any]:
         "ck_MHz": m.ck_GHz * 1e3 if m.ck_GHz else None,
         "wck_MHz": m.wck_GHz * 1e3 if m.wck_GHz else None, "wck_mode": m.wck_mode,
         "l2_bytes": hw.l2_bytes, "last_level_cache_bytes": hw.last_level_cache_bytes,
+        "l2_bandwidth_GBps": hw.l2_bandwidth_GBps,
+        "kernel_launch_overhead_us": hw.kernel_launch_overhead_us,
         "peak_tflops": hw.peak_tflops,
         "ridge_point_flop_per_byte": hw.ridge_points(),
         "tdp_w": hw.tdp_w, "price_usd": hw.price_usd, "path": hw.path,

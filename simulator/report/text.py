@@ -47,6 +47,8 @@ def hardware_details(hw: Hardware) -> str:
     cache = f"L2 {fmt_bytes(hw.l2_bytes)}" if hw.l2_bytes else "none stated"
     if hw.last_level_cache_bytes:
         cache += f" + {fmt_bytes(hw.last_level_cache_bytes)} last-level (Infinity Cache)"
+    if hw.l2_bandwidth_GBps:
+        cache += f"; L2 bandwidth {hw.l2_bandwidth_GBps:g} GB/s (measured)"
     rows.append(["caches", cache])
     if hw.tdp_w:
         rows.append(["TDP", f"{hw.tdp_w:g} W"])
