@@ -113,3 +113,12 @@ def test_points_run_on_a_dask_cluster(tmp_path):
     assert len(rows) == 2 and all(r["error"] is None for r in rows)
     local = execute.run_sweep(spec, tmp_path / "local", workers=1)
     assert [r["step_time_s"] for r in rows] == [r["step_time_s"] for r in local]
+
+
+def test_an_unreachable_scheduler_is_a_clear_error(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    code = main(["sweep", "cnn", "--vary", "data_rate_gbps=10,12", "--fidelity", "analytic",
+                 "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot reach the Dask scheduler" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()

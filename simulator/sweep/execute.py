@@ -79,6 +79,7 @@ class PointStore:
 
     def add(self, row: dict) -> None:
         self.rows[row["id"]] = row
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row, allow_nan=False) + "\n")
             f.flush()
@@ -139,8 +140,7 @@ def run_sweep(spec: SweepSpec, out: Path, workers: int | None = None,
               on_point: Callable[[dict], None] | None = None) -> list[dict]:
     """Every point of the sweep, skipping those already in out/points.jsonl; returns all rows
     in grid order."""
-    out.mkdir(parents=True, exist_ok=True)
-    store = PointStore(out / "points.jsonl")
+    store = PointStore(out / "points.jsonl")  # the folder appears with the first point
     points = spec.points()
     todo = [p for p in points if not store.done(p)]
     workers = workers or os.cpu_count() or 1
