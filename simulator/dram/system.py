@@ -113,9 +113,25 @@ class Counters:
     refresh_cycles: float     # channel-CK cycles refresh held banks (per-bank counted 1/banks)
     channel_busy: np.ndarray
 
-    def __sub__(self, other: Counters) -> Counters:
-        return Counters(*(getattr(self, f) - getattr(other, f)
+    def _combine(self, other: Counters, op) -> Counters:
+        return Counters(*(op(getattr(self, f), getattr(other, f))
                           for f in self.__dataclass_fields__))
+
+    def __sub__(self, other: Counters) -> Counters:
+        return self._combine(other, lambda a, b: a - b)
+
+    def __add__(self, other: Counters) -> Counters:
+        return self._combine(other, lambda a, b: a + b)
+
+    def scaled(self, factor: float) -> Counters:
+        """Every count times `factor` (extrapolating a sample to the whole)."""
+        return Counters(*(getattr(self, f) * factor for f in self.__dataclass_fields__))
+
+
+def turnaround_cycles_per_switch(t: GDDR6Timing) -> float:
+    """Data-bus CK cycles one read<->write switch costs beyond a burst: the mean of the
+    RD->WR (nCL + 1) and WR->RD (nCWL + nBL + nWTRS) gaps, less the burst itself."""
+    return ((t.nCL + 1) + (t.nCWL + t.nBL + t.nWTRS)) / 2 - t.nBL
 
 
 def _percentiles(hist: np.ndarray) -> dict[str, float]:
@@ -278,12 +294,10 @@ class MemorySystem:
     def stats(self) -> DramStats:
         t = self.timing
         cc = self._cmd_count.sum(axis=0)
+        c = self.counters()
         reads = int(self._scal[E.S_DONE_READS])
-        writes = int(self._scal[E.S_DONE_WRITES])
-        switches = int(self._chan[:, E.C_RW_SWITCH].sum())
-        penalty = ((t.nCL + 1) + (t.nCWL + t.nBL + t.nWTRS)) / 2 - t.nBL
         return DramStats(
-            requests=reads + writes, reads=reads, writes=writes,
+            requests=c.requests, reads=reads, writes=c.requests - reads,
             cycles=int(self._scal[E.S_LAST_DONE]), tck_ns=self.tck_ns,
             peak_bandwidth_GBps=self.peak_bandwidth_GBps,
             read_latency_cycles=_percentiles(self._lat_hist),
@@ -293,15 +307,14 @@ class MemorySystem:
                       "RDA": int(cc[C.RDA]), "WRA": int(cc[C.WRA]), "REFab": int(cc[C.REFAB]),
                       "REFpb": int(cc[C.REFPB])},
             row_hits=int(self._chan[:, E.C_HIT].sum()),
-            row_misses=int(self._chan[:, E.C_MISS].sum()),
-            row_conflicts=int(self._chan[:, E.C_CONFLICT].sum()),
+            row_misses=c.row_misses,
+            row_conflicts=c.row_conflicts,
             forwarded_reads=int(self._scal[E.S_FORWARDED]),
             refreshes=int(cc[C.REFAB] + cc[C.REFPB]),
-            channel_busy_cycles=self._chan[:, E.C_BUSY].copy(),
+            channel_busy_cycles=c.channel_busy,
             bank_accesses=self._bank_cols.copy(),
-            refresh_cycles=int(cc[C.REFAB] * t.nRFCab
-                               + cc[C.REFPB] * t.nRFCpb / self.org.banks),
-            turnaround_cycles=int(switches * penalty),
+            refresh_cycles=int(c.refresh_cycles),
+            turnaround_cycles=int(c.rw_switches * turnaround_cycles_per_switch(t)),
             energy_pj_per_bit=self.energy_pj_per_bit,
             burst_cycles=t.nBL,
         )

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.config.hardware import Hardware
-from simulator.dram.system import Counters, MemorySystem
+from simulator.dram.system import Counters, MemorySystem, turnaround_cycles_per_switch
 from simulator.estimate import OpTime
-from simulator.gpu.l2 import L2Cache
+from simulator.gpu.l2 import L2Cache, cache_capacity
 
 CAUSES = ("row_misses", "bank_group_spacing", "read_write_turnaround", "refresh",
           "channel_imbalance", "too_few_requests_in_flight")
@@ -51,8 +51,7 @@ def _split_lost(c: Counters, span_ck: float, ms: MemorySystem, latency_bound: bo
     raw = {
         "row_misses": c.row_misses * t.nRCDRD + c.row_conflicts * (t.nRP + t.nRCDRD),
         "bank_group_spacing": c.same_bankgroup * (t.nCCDL - t.nCCDS),
-        "read_write_turnaround": c.rw_switches * (((t.nCL + 1) + (t.nCWL + t.nBL + t.nWTRS)) / 2
-                                                  - t.nBL),
+        "read_write_turnaround": c.rw_switches * turnaround_cycles_per_switch(t),
         "refresh": c.refresh_cycles,
         "channel_imbalance": float((c.channel_busy.max() - c.channel_busy).sum()),
     }
@@ -79,7 +78,7 @@ def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list)
     lost_share = {k: v / span_total for k, v in lost.items()} if span_total else {}
 
     # what-if, op by op
-    bigger = L2Cache(2 * (hw.l2_bytes + hw.last_level_cache_bytes))
+    bigger = L2Cache(2 * cache_capacity(hw))
     what_if = {"dram_bandwidth_+25%": 0.0, "compute_+25%": 0.0, "l2_bandwidth_+25%": 0.0,
                "l2_capacity_x2": 0.0}
     efficiency = busy_total / span_total if span_total else DEFAULT_DRAM_EFFICIENCY

@@ -130,7 +130,7 @@ class SampledMemory(CycleMemory):
         dram_ck, err = (_stratified(state.rates, n) if state.rates
                         else (n / state.probe, 0.0))
         span = state.overhead + max(pace_ck, dram_ck)
-        counts = _scaled(state.counts, n / state.simulated)
+        counts = state.counts.scaled(n / state.simulated)
         busy = np.minimum(counts.channel_busy, span)
         return Service(span, err if dram_ck > pace_ck else 0.0,
                        dataclasses.replace(counts, channel_busy=busy), simulated)
@@ -143,8 +143,9 @@ class SampledMemory(CycleMemory):
         simulated = 0
         if not state.rates:  # a short probe first: is the DRAM well hidden under the SMs?
             if not state.probe:
-                simulated += self._window(state, reqs, 0.5, PROBE_QUEUE_FULLS * self._queue)
-                state.probe = state.last_rate
+                state.probe, window = self._window(state, reqs, 0.5,
+                                                   PROBE_QUEUE_FULLS * self._queue)
+                simulated += window
             if n / state.probe <= HIDDEN_BELOW * pace_ck:
                 return simulated
         for i in STRATA_ORDER:
@@ -156,19 +157,21 @@ class SampledMemory(CycleMemory):
                     break
             if i in state.rates:
                 continue
-            simulated += self._window(state, reqs, (i + 0.5) / WINDOWS, self._measured)
-            state.rates[i] = state.last_rate
+            state.rates[i], window = self._window(state, reqs, (i + 0.5) / WINDOWS,
+                                                  self._measured)
+            simulated += window
         return simulated
 
-    def _window(self, state: _Strata, reqs: OpRequests, centre: float, measured: int) -> int:
+    def _window(self, state: _Strata, reqs: OpRequests, centre: float, measured: int
+                ) -> tuple[float, int]:
+        """Measure one window and add what it cost to the state; (rate, requests)."""
         before = self.ms.counters()
         rate, window, fill = self._measure(reqs, centre, measured)
-        state.last_rate = rate
         state.overhead = state.overhead or fill
         state.simulated += window
-        state.counts = (self.ms.counters() - before if state.counts is None
-                        else _added(state.counts, self.ms.counters() - before))
-        return window
+        counted = self.ms.counters() - before
+        state.counts = counted if state.counts is None else state.counts + counted
+        return rate, window
 
 
 @dataclasses.dataclass
@@ -177,14 +180,9 @@ class _Strata:
 
     rates: dict[int, float] = dataclasses.field(default_factory=dict)  # quarter -> req per CK
     probe: float = 0.0             # req per CK of the short probe window
-    last_rate: float = 0.0
     overhead: float = 0.0          # the first window's fill and drain, CK
     simulated: int = 0
     counts: Counters | None = None
-
-
-def _added(a: Counters, b: Counters) -> Counters:
-    return Counters(*(getattr(a, f) + getattr(b, f) for f in a.__dataclass_fields__))
 
 
 def _stratified(rates: dict[int, float], n: int) -> tuple[float, float]:
@@ -195,7 +193,3 @@ def _stratified(rates: dict[int, float], n: int) -> tuple[float, float]:
     times = [n / len(keys) / rates[k] for k in keys]
     variance = sum((times[j] - times[j + 1]) ** 2 for j in range(0, len(times) - 1, 2))
     return float(sum(times)), 2 * math.sqrt(variance)
-
-
-def _scaled(c: Counters, factor: float) -> Counters:
-    return Counters(*(getattr(c, f) * factor for f in c.__dataclass_fields__))
