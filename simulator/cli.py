@@ -11,6 +11,7 @@ from pathlib import Path
 from simulator.config.hardware import hardware_names, load_hardware
 from simulator.config.workload import load_workload, workload_names
 from simulator.errors import InputError
+from simulator.estimate import FIDELITIES
 from simulator.units import GiB, fmt_bytes, fmt_flops
 
 EXIT_BAD_INPUT = 2
@@ -265,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "trace file (.jsonl) written by 'trace'")
     run.add_argument("--hardware", default="t4",
                      help="hardware name (see 'hardware list') or JSON file (default: t4)")
-    run.add_argument("--fidelity", choices=("cycle", "sampled", "analytic"),
+    run.add_argument("--fidelity", choices=FIDELITIES,
                      help="cycle: every 32 B burst through the GDDR6 engine; sampled: windows "
                           "of each op, extrapolated, with an error bound; analytic: the peak "
                           "roofline (default: sampled on GDDR6 cards, analytic on HBM)")
@@ -283,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--vary", action="append", metavar="NAME=V1,V2,...",
                     help="a hardware parameter and its values; repeat for a grid "
                          "(e.g. data_rate_gbps=12,14,16 or nCL=20,24)")
-    sw.add_argument("--fidelity", choices=("cycle", "sampled", "analytic"),
+    sw.add_argument("--fidelity", choices=FIDELITIES,
                     help="(default: the sweep file's, else sampled)")
     sw.add_argument("--workers", type=int, help="local processes (default: all cores)")
     sw.add_argument("--scheduler", metavar="tcp://HOST:PORT",

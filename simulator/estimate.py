@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from simulator.config.hardware import Hardware
+from simulator.errors import InputError
 from simulator.gpu.compute import op_ceiling
 from simulator.workload.trace import PHASES, Op, Phase, Trace
 
@@ -33,6 +34,17 @@ class PeakBandwidth:
 
     def transfer_time_s(self, op: Op) -> float:
         return op.bytes_moved / self.bandwidth_Bps
+
+
+# How the memory side is timed: every burst through the GDDR6 engine, windows of it, or peak.
+FIDELITIES = ("cycle", "sampled", "analytic")
+
+
+def check_fidelity(fidelity: str, file: str | None = None, path: str | None = None) -> str:
+    if fidelity not in FIDELITIES:
+        raise InputError(f"expected a fidelity of {', '.join(FIDELITIES)}, got '{fidelity}'",
+                         file=file, path=path)
+    return fidelity
 
 
 # What limits an op: its arithmetic; DRAM streaming; DRAM latency with too few requests in flight

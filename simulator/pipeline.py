@@ -20,8 +20,8 @@ from simulator.config.workload import (
     parse_workload,
 )
 from simulator.errors import InputError
-from simulator.estimate import MemoryModel, StepEstimate, estimate
-from simulator.replay import FIDELITIES, replay
+from simulator.estimate import MemoryModel, StepEstimate, check_fidelity, estimate
+from simulator.replay import replay
 from simulator.workload import tracefile
 from simulator.workload.generate import build_trace
 from simulator.workload.memory import MemoryProfile, profile
@@ -80,9 +80,7 @@ def analyze(workload: WorkloadSpec | str | Path, hardware: Hardware | str | Path
     DRAM ceiling; `progress` shows a progress bar on long replays."""
     spec, trace = load_step(workload)
     hw = hardware if isinstance(hardware, Hardware) else load_hardware(hardware)
-    fidelity = fidelity or default_fidelity(hw)
-    if fidelity not in FIDELITIES:
-        raise InputError(f"expected a fidelity of {', '.join(FIDELITIES)}, got '{fidelity}'")
+    fidelity = check_fidelity(fidelity or default_fidelity(hw))
     if fidelity == "analytic" or memory_model is not None:
         est = estimate(trace, hw, memory_model)
     else:

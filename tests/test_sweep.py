@@ -87,7 +87,7 @@ def test_sweep_file(tmp_path, write_json):
     assert len(spec.points()) == 8 and spec.fidelity == "analytic"
     bad = write_json({"hardware": "a40", "workloads": ["cnn"], "vary": {"nCL": 20}},
                      name="bad.json")
-    with pytest.raises(Exception, match=r"\$\.vary\.nCL: expected a list"):
+    with pytest.raises(Exception, match=r"\$\.vary\.nCL: expected array"):
         load_sweep(bad)
     bad = write_json({"hardware": "a40", "workloads": ["nope"], "vary": {"nCL": [20]}},
                      name="bad2.json")

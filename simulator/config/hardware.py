@@ -88,6 +88,13 @@ class Hardware:
                 for key, value in self.peak_tflops.items() if value}
 
 
+def devices_for_bus(bus_width_bits: int, channel_width_bits: int, channels_per_device: int,
+                    clamshell: bool) -> int:
+    """Devices that fill the bus: one per `channels_per_device` channels, two in clamshell."""
+    channels = bus_width_bits // channel_width_bits
+    return channels // channels_per_device * (2 if clamshell else 1)
+
+
 def _memory(raw: dict, file: str) -> MemorySpec:
     m = raw["memory"]
     bus, chw, per_dev = m["bus_width_bits"], m["channel_width_bits"], m["channels_per_device"]
@@ -95,11 +102,10 @@ def _memory(raw: dict, file: str) -> MemorySpec:
         raise InputError(f"expected a multiple of channel_width_bits ({chw}), got {bus}",
                          file=file, path="$.memory.bus_width_bits")
     channels = bus // chw
-    per_channel_devices = 2 if m["clamshell"] else 1
     if channels % per_dev:
         raise InputError(f"expected a bus of whole devices ({per_dev} channels x {chw} bit "
                          f"each), got {bus} bits", file=file, path="$.memory.bus_width_bits")
-    want_devices = channels // per_dev * per_channel_devices
+    want_devices = devices_for_bus(bus, chw, per_dev, m["clamshell"])
     if m["devices"] != want_devices:
         how = "in x8 clamshell, two devices per channel pair" if m["clamshell"] else "x16 mode"
         raise InputError(

@@ -20,7 +20,7 @@ SCHEMAS = Path(__file__).resolve().parent / "schemas"  # package data, beside th
 
 @cache
 def schema(name: str) -> dict[str, Any]:
-    """A shipped schema by name: 'hardware' or 'workload'."""
+    """A shipped schema by name: 'hardware', 'workload' or 'sweep'."""
     return json.loads((SCHEMAS / f"{name}.schema.json").read_text(encoding="utf-8"))
 
 

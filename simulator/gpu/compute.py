@@ -71,7 +71,7 @@ TILES = ((128, 128), (128, 64), (64, 64))
 # (then summed), each part at least this long.
 MIN_SPLIT_K = 128
 
-_TILED_KINDS = ("matmul", "conv")
+TILED_KINDS = ("matmul", "conv")  # ops that run as tiled GEMMs
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def gemm_shape(op: Op) -> GemmShape | None:
     (K = FLOPs / 2MN): convolutions are implicit GEMMs (M = batch x output pixels, N = output
     channels), their weight gradients M = output channels, N = the rest of the weight; a matmul
     whose inputs all carry the output's batch dimensions is a batched GEMM."""
-    if op.kind not in _TILED_KINDS or not op.writes or not op.flops:
+    if op.kind not in TILED_KINDS or not op.writes or not op.flops:
         return None
     out = op.writes[0].tensor
     shape = out.shape

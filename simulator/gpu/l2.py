@@ -20,6 +20,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from simulator.config.hardware import Hardware
+from simulator.gpu.compute import TILED_KINDS
+from simulator.units import GB
 from simulator.workload.trace import DTYPE_BYTES, Access, Op
 
 # When no L2 bandwidth is measured for a card: this multiple of its DRAM peak, the L40's
@@ -55,13 +57,13 @@ class OpTraffic:
 def l2_bandwidth_Bps(hw: Hardware) -> tuple[float, bool]:
     """(bytes per second, measured?)."""
     if hw.l2_bandwidth_GBps:
-        return hw.l2_bandwidth_GBps * 1e9, True
+        return hw.l2_bandwidth_GBps * GB, True
     return ESTIMATED_L2_TO_DRAM_BANDWIDTH * hw.peak_bandwidth_Bps, False
 
 
 def tiled_read_bytes(op: Op, capacity: int) -> int:
     """Least DRAM reads of a blocked GEMM or convolution with this cache (0 when unknown)."""
-    if op.kind not in ("matmul", "conv") or not op.flops or capacity <= 0:
+    if op.kind not in TILED_KINDS or not op.flops or capacity <= 0:
         return 0
     elem = DTYPE_BYTES[op.reads[0].tensor.dtype] if op.reads else 4
     block = math.sqrt(capacity / (3 * elem))

@@ -26,10 +26,9 @@ from simulator.gpu.l2 import L2Cache, OpTraffic, cache_capacity, l2_bandwidth_Bp
 from simulator.replay.bottleneck import Bottlenecks, summarize
 from simulator.replay.memory import CycleMemory, SampledMemory, Service
 from simulator.replay.traffic import OpRequests
+from simulator.units import GB
 from simulator.workload.allocator import Placement, place
 from simulator.workload.trace import Op, Trace
-
-FIDELITIES = ("cycle", "sampled", "analytic")
 
 # The memory kept pace with the SMs when its last request finished within this many unloaded
 # read latencies (ACT + read + burst) of the SMs finishing: only the final drain showed ...
@@ -101,7 +100,7 @@ class Replay:
         analytic = estimate(self.trace, self.hw)
         errors = sum(d.service.error_ck for d in self.detail) * self.tck_s
         details = ReplayDetails(
-            analytic, self.detail, self.ms.stats(), self.l2_Bps / 1e9, self.l2_measured,
+            analytic, self.detail, self.ms.stats(), self.l2_Bps / GB, self.l2_measured,
             self.l2.capacity, errors, sum(d.service.simulated_requests for d in self.detail),
             summarize(self.hw, self.ms, self.timed, self.detail), self.placement,
             self.placement.reserved_peak <= self.capacity)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from simulator.config.hardware import Hardware, parse_hardware
+from simulator.config.hardware import Hardware, devices_for_bus, parse_hardware
 from simulator.config.loader import schema, validate
 from simulator.errors import InputError
 
@@ -82,10 +82,10 @@ def apply(raw: dict, settings: dict[str, Any], where: str) -> Hardware:
 
 
 def _fill_bus(m: dict) -> None:
-    """Devices for the bus: 2 channels of 16 bit each per device, twice as many in clamshell."""
+    """The devices that fill the (new) bus; a bus they cannot fill is the loader's error."""
     if isinstance(m.get("bus_width_bits"), int) and m.get("channel_width_bits"):
-        per_device = m["channel_width_bits"] * m["channels_per_device"]
-        m["devices"] = max(1, m["bus_width_bits"] // per_device) * (2 if m["clamshell"] else 1)
+        m["devices"] = max(1, devices_for_bus(m["bus_width_bits"], m["channel_width_bits"],
+                                              m["channels_per_device"], bool(m["clamshell"])))
 
 
 def _describe(settings: dict[str, Any]) -> str:

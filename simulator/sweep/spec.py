@@ -23,7 +23,7 @@ from simulator.config.hardware import Hardware
 from simulator.config.loader import load
 from simulator.config.workload import load_workload
 from simulator.errors import InputError
-from simulator.replay import FIDELITIES
+from simulator.estimate import check_fidelity
 from simulator.sweep import params
 
 
@@ -90,9 +90,7 @@ def parse_vary(items: list[str]) -> dict[str, list[Any]]:
 
 def build(name: str, hardware: str, workloads: list[str], axes: dict[str, list[Any]],
           fidelity: str, source: str) -> SweepSpec:
-    if fidelity not in FIDELITIES:
-        raise InputError(f"expected a fidelity of {', '.join(FIDELITIES)}, got '{fidelity}'",
-                         file=source, path="$.fidelity")
+    check_fidelity(fidelity, source, "$.fidelity")
     if not axes:
         raise InputError("nothing to vary: expected at least one axis", file=source,
                          path="$.vary")
@@ -111,26 +109,9 @@ def build(name: str, hardware: str, workloads: list[str], axes: dict[str, list[A
 
 
 def load_sweep(path: Path) -> SweepSpec:
-    from simulator.config.loader import read_json
-
-    raw = read_json(path)
+    """A sweep file, checked against its JSON Schema, then every point built."""
+    raw = load(path, "sweep")
     where = str(path)
-    if not isinstance(raw, dict):
-        raise InputError("expected a JSON object", file=where, path="$")
-    allowed = {"format_version", "name", "hardware", "workloads", "fidelity", "vary"}
-    extra = sorted(set(raw) - allowed)
-    if extra:
-        raise InputError(f"unknown key(s) {', '.join(map(repr, extra))}; expected one of: "
-                         f"{', '.join(sorted(allowed))}", file=where, path="$")
-    for key, kind in (("hardware", str), ("workloads", list), ("vary", dict)):
-        if not isinstance(raw.get(key), kind):
-            raise InputError(f"expected '{key}' as a {kind.__name__}", file=where,
-                             path=f"$.{key}")
-    if raw.get("format_version", 1) != 1:
-        raise InputError("expected format_version 1", file=where, path="$.format_version")
-    for axis, values in raw["vary"].items():
-        if not isinstance(values, list):
-            raise InputError("expected a list of values", file=where, path=f"$.vary.{axis}")
     try:
         return build(raw.get("name", path.stem), raw["hardware"], raw["workloads"],
                      raw["vary"], raw.get("fidelity", "sampled"), where)
