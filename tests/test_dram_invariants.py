@@ -68,6 +68,31 @@ def test_random_traces_obey_every_timing_edge(trace):
     assert np.array_equal(ms.command_log(), ms2.command_log())
 
 
+@settings(deadline=None)
+@given(st.integers(0, 7), st.lists(st.tuples(st.booleans(), st.integers(0, 99)), max_size=60))
+def test_request_rings_keep_age_order(head, steps):
+    """Buffers are rings closed from the shorter side: appends and removals anywhere, wrapping
+    round, leave the requests in arrival order, as a plain list would."""
+    bufs = np.zeros((1, 3, E.N_FIELDS, 8), np.int64)
+    counts = np.zeros((1, 3), np.int64)
+    heads = np.full((1, 3), head, np.int64)
+    model, serial = [], 0
+    for append, pick in steps:
+        n = int(counts[0, E.ABUF])
+        if append and n < 8:
+            slot = (heads[0, E.ABUF] + n) & 7  # the front end's write, through the RBUF copy
+            bufs[0, E.RBUF, E.F_ID, slot] = serial
+            E._append(bufs, counts, heads, 0, E.ABUF, E.RBUF, slot)
+            model.append(serial)
+            serial += 1
+        elif n:
+            i = pick % n
+            E._remove(bufs, counts, heads, 0, E.ABUF, (heads[0, E.ABUF] + i) & 7)
+            del model[i]
+        h, n = heads[0, E.ABUF], counts[0, E.ABUF]
+        assert [int(bufs[0, E.ABUF, E.F_ID, (h + i) & 7]) for i in range(n)] == model
+
+
 def test_checker_catches_a_broken_edge():
     addr = np.arange(64, dtype=np.uint64) * 32 * 8  # one channel, consecutive columns
     ms, _ = _run(addr, np.zeros(64, np.int64), np.zeros(64, np.int64), HW.controller)

@@ -12,7 +12,9 @@ Then the front end hands requests over in trace order, as many as the buffers ac
 Idle channels are skipped to their next possible event, so the cost follows commands, not cycles.
 
 All times are CK cycles. Requests live in per-channel buffers as rows of int64 fields, so the
-trace can be streamed through in chunks.
+trace can be streamed through in chunks. Each buffer is a ring in age order (`heads` holds where
+it starts): the scheduler mostly takes requests near the front, and a ring closes the gap from
+the shorter side, where a flat array would move every younger request up.
 """
 
 from __future__ import annotations
@@ -97,40 +99,58 @@ def _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
 
 
 @njit(cache=True, error_model="numpy")
-def _remove(bufs, counts, ch, kind, i):
+def _remove(bufs, counts, heads, ch, kind, p):
+    """Take the request in slot p out of its ring, closing the gap from the shorter side."""
+    mask = bufs.shape[3] - 1
     n = counts[ch, kind]
-    for j in range(i, n - 1):
+    h = heads[ch, kind]
+    i = (p - h) & mask  # its place in age order
+    if i < n - 1 - i:   # fewer older requests: move them one slot younger
         for f in range(N_FIELDS):
-            bufs[ch, kind, j, f] = bufs[ch, kind, j + 1, f]
+            for j in range(i, 0, -1):
+                bufs[ch, kind, f, (h + j) & mask] = bufs[ch, kind, f, (h + j - 1) & mask]
+        heads[ch, kind] = (h + 1) & mask
+    else:
+        for f in range(N_FIELDS):
+            for j in range(i, n - 1):
+                bufs[ch, kind, f, (h + j) & mask] = bufs[ch, kind, f, (h + j + 1) & mask]
     counts[ch, kind] = n - 1
 
 
 @njit(cache=True, error_model="numpy")
-def _append(bufs, counts, ch, kind, src_bufs, src_ch, src_kind, i):
+def _append(bufs, counts, heads, ch, kind, src_kind, p):
+    """Copy the request in slot p of another buffer of the channel to the back of this one."""
+    mask = bufs.shape[3] - 1
     n = counts[ch, kind]
+    q = (heads[ch, kind] + n) & mask
     for f in range(N_FIELDS):
-        bufs[ch, kind, n, f] = src_bufs[src_ch, src_kind, i, f]
+        bufs[ch, kind, f, q] = bufs[ch, src_kind, f, p]
     counts[ch, kind] = n + 1
 
 
 @njit(cache=True, error_model="numpy")
-def _row_wanted(bufs, counts, ch, bank, row, skip_kind, skip_i):
-    """Does any queued request other than (skip_kind, skip_i) want this open row?"""
+def _row_wanted(bufs, counts, heads, ch, bank, row, skip_kind, skip_p):
+    """Does any queued request other than the one in (skip_kind, slot skip_p) want this row?"""
+    mask = bufs.shape[3] - 1
     for kind in range(3):
+        h = heads[ch, kind]
         for i in range(counts[ch, kind]):
-            if kind == skip_kind and i == skip_i:
+            p = (h + i) & mask
+            if kind == skip_kind and p == skip_p:
                 continue
-            if bufs[ch, kind, i, F_BANK] == bank and bufs[ch, kind, i, F_ROW] == row:
+            if bufs[ch, kind, F_BANK, p] == bank and bufs[ch, kind, F_ROW, p] == row:
                 return True
     return False
 
 
 @njit(cache=True, error_model="numpy")
-def _active_blocks(bufs, counts, ch, bank):
+def _active_blocks(bufs, counts, heads, ch, bank):
     """A precharge of `bank` (or of all banks, bank < 0) would close a row opened for a
     request still waiting in the active buffer."""
+    mask = bufs.shape[3] - 1
+    h = heads[ch, ABUF]
     for i in range(counts[ch, ABUF]):
-        if bank < 0 or bufs[ch, ABUF, i, F_BANK] == bank:
+        if bank < 0 or bufs[ch, ABUF, F_BANK, (h + i) & mask] == bank:
             return True
     return False
 
@@ -166,9 +186,12 @@ def _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _first_ready(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_bank):
+def _first_ready(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk,
+                 ref_bank):
     """FR-FCFS over a read or write buffer, whose order is age order: the first request whose
-    next command is ready. Returns (index or -1, command, earliest ready cycle seen)."""
+    next command is ready. Returns (slot or -1, command, earliest ready cycle seen)."""
+    mask = bufs.shape[3] - 1
+    h = heads[ch, kind]
     is_write = kind == WBUF
     earliest = INF
     last_bank = -1
@@ -179,8 +202,9 @@ def _first_ready(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, 
     miss_seen = 0
     hit_seen = 0
     for i in range(counts[ch, kind]):
-        bank = bufs[ch, kind, i, F_BANK]
-        row = bufs[ch, kind, i, F_ROW]
+        p = (h + i) & mask
+        bank = bufs[ch, kind, F_BANK, p]
+        row = bufs[ch, kind, F_ROW, p]
         if bank == last_bank and row == last_row:
             continue  # same row as the request before it: same command, not ready either
         last_bank = bank
@@ -190,9 +214,9 @@ def _first_ready(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, 
         if (miss_seen if cur != row else hit_seen) & bit:
             continue
         cmd = _next_command(open_row, ch, bank, row, is_write, ref_bank)
-        t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bufs[ch, kind, i, F_BG], bank)
+        t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bufs[ch, kind, F_BG, p], bank)
         if t <= clk:
-            return i, cmd, t
+            return p, cmd, t
         if t < earliest:
             earliest = t
         if cur != row:
@@ -203,26 +227,30 @@ def _first_ready(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, 
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _oldest(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_bank, ready_only):
+def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_bank,
+            ready_only):
     """The oldest request of a buffer (FCFS), or the oldest ready one (FR-FCFS, any order).
-    Returns (index or -1, command, ready?, earliest ready cycle seen)."""
+    Returns (slot or -1, command, ready?, earliest ready cycle seen)."""
+    mask = bufs.shape[3] - 1
+    h = heads[ch, kind]
     best = -1
     best_cmd = -1
     best_t = INF
     best_arrive = INF
     earliest = INF
     for i in range(counts[ch, kind]):
-        bank = bufs[ch, kind, i, F_BANK]
-        cmd = _next_command(open_row, ch, bank, bufs[ch, kind, i, F_ROW],
-                            bufs[ch, kind, i, F_WRITE] == 1, ref_bank)
-        t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bufs[ch, kind, i, F_BG], bank)
+        p = (h + i) & mask
+        bank = bufs[ch, kind, F_BANK, p]
+        cmd = _next_command(open_row, ch, bank, bufs[ch, kind, F_ROW, p],
+                            bufs[ch, kind, F_WRITE, p] == 1, ref_bank)
+        t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bufs[ch, kind, F_BG, p], bank)
         if t < earliest:
             earliest = t
         if ready_only and t > clk:
             continue
-        arrive = bufs[ch, kind, i, F_ARRIVE]
+        arrive = bufs[ch, kind, F_ARRIVE, p]
         if arrive < best_arrive:
-            best = i
+            best = p
             best_cmd = cmd
             best_t = t
             best_arrive = arrive
@@ -230,7 +258,7 @@ def _oldest(bufs, counts, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_b
 
 
 @njit(cache=True, error_model="numpy")
-def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, bank_cols,
+def run(bufs, counts, heads, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, bank_cols,
         lat_hist, rule_lat, log,
         req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, req_id, n_req,
         final, completion,
@@ -239,6 +267,7 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
     """Advance the memory system until the chunk is fed (more input needed) or, when `final`,
     until every request has completed. Returns 1 when it needs the next chunk, 0 when done."""
     n_ch = counts.shape[0]
+    mask = bufs.shape[3] - 1
     log_cap = log.shape[0]
     clk = scal[S_CLK]
     read_latency = n_cl + n_bl
@@ -267,7 +296,7 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                     if chan[ch, C_ABUF_T] < earliest:
                         earliest = chan[ch, C_ABUF_T]
                 else:
-                    idx, cmd, ready, e = _oldest(bufs, counts, ch, ABUF, open_row, rch, rbg,
+                    idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, ABUF, open_row, rch, rbg,
                                                  rbank, faw_t, clk, ref_bank, not fcfs)
                     if e < earliest:
                         earliest = e
@@ -283,7 +312,8 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                     rb = chan[ch, C_REF_BANK]
                     rcmd = PRE if open_row[ch, rb] >= 0 else REFPB
                     t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, rb // banks_per_group, rb, n_faw)
-                    if t <= clk and not (rcmd == PRE and _active_blocks(bufs, counts, ch, rb)):
+                    if t <= clk and not (rcmd == PRE
+                                         and _active_blocks(bufs, counts, heads, ch, rb)):
                         _issue(rule_lat, rch, rbg, rbank, faw, open_row,
                                cmd_count, ch, rcmd, rb // banks_per_group, rb, -1, clk, log,
                                scal, log_cap, banks_per_group, n_banks)
@@ -301,7 +331,8 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                             break
                     rcmd = PREA if any_open else REFAB
                     t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, -1, -1, n_faw)
-                    if t <= clk and not (rcmd == PREA and _active_blocks(bufs, counts, ch, -1)):
+                    if t <= clk and not (rcmd == PREA
+                                         and _active_blocks(bufs, counts, heads, ch, -1)):
                         _issue(rule_lat, rch, rbg, rbank, faw, open_row,
                                cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap,
                                banks_per_group, n_banks)
@@ -325,10 +356,10 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                 k = WBUF if chan[ch, C_WR_MODE] == 1 else RBUF
                 if counts[ch, k] > 0:
                     if fcfs:
-                        idx, cmd, ready, e = _oldest(bufs, counts, ch, k, open_row, rch, rbg,
+                        idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, k, open_row, rch, rbg,
                                                      rbank, faw_t, clk, ref_bank, False)
                     else:
-                        idx, cmd, e = _first_ready(bufs, counts, ch, k, open_row, rch, rbg,
+                        idx, cmd, e = _first_ready(bufs, counts, heads, ch, k, open_row, rch, rbg,
                                                    rbank, faw_t, clk, ref_bank)
                         ready = idx >= 0
                     if e < earliest:
@@ -338,14 +369,14 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                         kind = k
             # a precharge must not close a row an activated request is waiting for
             if found and cmd == PRE and kind != ABUF:
-                if _active_blocks(bufs, counts, ch, bufs[ch, kind, idx, F_BANK]):
+                if _active_blocks(bufs, counts, heads, ch, bufs[ch, kind, F_BANK, idx]):
                     found = False
             if found and not issued:
-                bank = bufs[ch, kind, idx, F_BANK]
-                bg = bufs[ch, kind, idx, F_BG]
-                row = bufs[ch, kind, idx, F_ROW]
-                if bufs[ch, kind, idx, F_STAT] == 0:  # first command decides hit/miss/conflict
-                    bufs[ch, kind, idx, F_STAT] = 1
+                bank = bufs[ch, kind, F_BANK, idx]
+                bg = bufs[ch, kind, F_BG, idx]
+                row = bufs[ch, kind, F_ROW, idx]
+                if bufs[ch, kind, F_STAT, idx] == 0:  # first command decides hit/miss/conflict
+                    bufs[ch, kind, F_STAT, idx] = 1
                     if cmd == RD or cmd == WR:
                         chan[ch, C_HIT] += 1
                     elif cmd == ACT:
@@ -353,7 +384,7 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                     else:
                         chan[ch, C_CONFLICT] += 1
                 final_cmd = cmd == RD or cmd == WR
-                if final_cmd and closed_page and not _row_wanted(bufs, counts, ch, bank, row,
+                if final_cmd and closed_page and not _row_wanted(bufs, counts, heads, ch, bank, row,
                                                                  kind, idx):
                     cmd = RDA if cmd == RD else WRA
                 _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
@@ -370,27 +401,27 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
                     if chan[ch, C_LAST_BG] == bg:
                         chan[ch, C_SAME_BG] += 1
                     chan[ch, C_LAST_BG] = bg
-                    rid = bufs[ch, kind, idx, F_ID]
+                    rid = bufs[ch, kind, F_ID, idx]
                     if is_w:
                         done = clk
                         scal[S_DONE_WRITES] += 1
                     else:
                         done = clk + read_latency
-                        lat = done - bufs[ch, kind, idx, F_ARRIVE]
+                        lat = done - bufs[ch, kind, F_ARRIVE, idx]
                         lat_hist[lat if lat < LAT_BINS - 1 else LAT_BINS - 1] += 1
                         scal[S_DONE_READS] += 1
                     if done > scal[S_LAST_DONE]:
                         scal[S_LAST_DONE] = done
                     if rid >= 0 and rid < completion.shape[0]:
                         completion[rid] = done
-                    _remove(bufs, counts, ch, kind, idx)
+                    _remove(bufs, counts, heads, ch, kind, idx)
                     scal[S_QUEUED] -= 1
                     if kind == ABUF:
                         chan[ch, C_ABUF_T] = 0
                 elif cmd == ACT and kind != ABUF and counts[ch, ABUF] < caps[ABUF]:
                     chan[ch, C_ABUF_T] = 0
-                    _append(bufs, counts, ch, ABUF, bufs, ch, kind, idx)
-                    _remove(bufs, counts, ch, kind, idx)
+                    _append(bufs, counts, heads, ch, ABUF, kind, idx)
+                    _remove(bufs, counts, heads, ch, kind, idx)
             if issued:
                 chan[ch, C_NEXT_TRY] = clk + 1
             else:
@@ -402,13 +433,16 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
             is_w = req_write[pos]
             if is_w == 0 and counts[ch, WBUF] + counts[ch, ABUF] > 0:
                 hit = False  # a queued write to the same address (activated ones too)?
+                h = heads[ch, WBUF]
                 for i in range(counts[ch, WBUF]):
-                    if bufs[ch, WBUF, i, F_ADDR] == req_addr[pos]:
+                    if bufs[ch, WBUF, F_ADDR, (h + i) & mask] == req_addr[pos]:
                         hit = True
                         break
+                h = heads[ch, ABUF]
                 for i in range(counts[ch, ABUF]):
-                    if bufs[ch, ABUF, i, F_WRITE] == 1 and \
-                            bufs[ch, ABUF, i, F_ADDR] == req_addr[pos]:
+                    p = (h + i) & mask
+                    if bufs[ch, ABUF, F_WRITE, p] == 1 and \
+                            bufs[ch, ABUF, F_ADDR, p] == req_addr[pos]:
                         hit = True
                         break
                 if hit:  # served from the write buffer next cycle
@@ -426,14 +460,15 @@ def run(bufs, counts, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, ban
             n = counts[ch, k]
             if n >= caps[k]:
                 break
-            bufs[ch, k, n, F_ID] = req_id[pos]
-            bufs[ch, k, n, F_ADDR] = req_addr[pos]
-            bufs[ch, k, n, F_BG] = req_bg[pos]
-            bufs[ch, k, n, F_BANK] = req_bank[pos]
-            bufs[ch, k, n, F_ROW] = req_row[pos]
-            bufs[ch, k, n, F_WRITE] = is_w
-            bufs[ch, k, n, F_ARRIVE] = clk
-            bufs[ch, k, n, F_STAT] = 0
+            p = (heads[ch, k] + n) & mask
+            bufs[ch, k, F_ID, p] = req_id[pos]
+            bufs[ch, k, F_ADDR, p] = req_addr[pos]
+            bufs[ch, k, F_BG, p] = req_bg[pos]
+            bufs[ch, k, F_BANK, p] = req_bank[pos]
+            bufs[ch, k, F_ROW, p] = req_row[pos]
+            bufs[ch, k, F_WRITE, p] = is_w
+            bufs[ch, k, F_ARRIVE, p] = clk
+            bufs[ch, k, F_STAT, p] = 0
             counts[ch, k] = n + 1
             scal[S_QUEUED] += 1
             if chan[ch, C_NEXT_TRY] > clk + 1:

@@ -162,8 +162,10 @@ class MemorySystem:
         cap = max(controller.read_buffer, controller.write_buffer, controller.active_buffer)
         self._caps = np.array([controller.read_buffer, controller.write_buffer,
                                controller.active_buffer], np.int64)
-        self._bufs = np.zeros((n_ch, 3, cap, E.N_FIELDS), np.int64)
+        ring = 1 << max(cap - 1, 1).bit_length()  # each buffer is a ring of a power of two
+        self._bufs = np.zeros((n_ch, 3, E.N_FIELDS, ring), np.int64)
         self._counts = np.zeros((n_ch, 3), np.int64)
+        self._heads = np.zeros((n_ch, 3), np.int64)
         self._scal = np.zeros(E.N_SCALARS, np.int64)
         self._chan = np.zeros((n_ch, E.N_CHANNEL_COUNTERS), np.int64)
         per_bank = controller.refresh == "per_bank"
@@ -235,9 +237,9 @@ class MemorySystem:
         self._scal[E.S_POS] = 0
         t = self.timing
         c = self.controller
-        E.run(self._bufs, self._counts, self._scal, self._chan, self._rch, self._rbg, self._rbank,
-              self._faw, self._open_row, self._cmd_count, self._bank_cols, self._lat_hist,
-              self._lat, self._log,
+        E.run(self._bufs, self._counts, self._heads, self._scal, self._chan, self._rch, self._rbg,
+              self._rbank, self._faw, self._open_row, self._cmd_count, self._bank_cols,
+              self._lat_hist, self._lat, self._log,
               addresses.view(np.int64), is_write, arrival, f["channel"], f["bankgroup"], bank,
               f["row"], ids, n, final, completion,
               self._caps, c.write_high_watermark, c.write_low_watermark, c.scheduler == "fcfs",
