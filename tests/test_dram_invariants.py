@@ -25,14 +25,14 @@ def test_engine_command_codes_match_the_rule_table():
 
 @st.composite
 def traces(draw):
-    n = draw(st.integers(1, 300))
+    n = draw(st.integers(1, 400))
     region = draw(st.sampled_from([2**12, 2**16, 2**22, 2**30]))  # how often rows conflict
     addr = draw(st.lists(st.integers(0, region // 32 - 1), min_size=n, max_size=n))
     write = draw(st.lists(st.booleans(), min_size=n, max_size=n))
     gaps = draw(st.lists(st.integers(0, 40), min_size=n, max_size=n))
     ctl = ControllerConfig(
-        read_buffer=draw(st.sampled_from([1, 4, 32])),
-        write_buffer=draw(st.sampled_from([2, 8, 32])),
+        read_buffer=draw(st.sampled_from([1, 4, 32, 128])),  # 128: FR-FCFS by bank tallies
+        write_buffer=draw(st.sampled_from([2, 8, 32, 128])),
         scheduler=draw(st.sampled_from(["frfcfs", "fcfs"])),
         page_policy=draw(st.sampled_from(["open", "closed"])),
         refresh=draw(st.sampled_from(["all_bank", "per_bank"])),
@@ -66,6 +66,31 @@ def test_random_traces_obey_every_timing_edge(trace):
     ms2, done2 = _run(addr, write, arrival, ctl)
     assert np.array_equal(done, done2) and ms2.stats().as_dict() == s.as_dict()
     assert np.array_equal(ms.command_log(), ms2.command_log())
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([2**14, 2**20, 2**30]),
+       st.sampled_from([0.0, 0.3, 0.5]), st.sampled_from(["open", "closed"]),
+       st.sampled_from(["all_bank", "per_bank"]))
+def test_bank_tallies_pick_what_one_pass_picks(seed, region, write_share, page, refresh):
+    """On deep buffers FR-FCFS works from per-bank tallies; without them (zero-sized) it scans
+    every request. Both must schedule the same commands. Requests all arrive at once, so the
+    buffers run deep (as in the replay's windows)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(600, 3000))
+    addr = rng.integers(0, region // 32, n).astype(np.uint64) * np.uint64(32)
+    write = (rng.random(n) < write_share).astype(np.int64)
+    arrival = np.zeros(n, np.int64)
+    ctl = ControllerConfig(read_buffer=E.SCAN_BELOW * 2, write_buffer=E.SCAN_BELOW * 4,
+                           page_policy=page, refresh=refresh, mapping=HW.controller.mapping)
+    tallied, done = _run(addr, write, arrival, ctl)
+    scanned = MemorySystem.from_hardware(HW, log_commands=20_000, controller=ctl)
+    assert tallied._bank_queued.size > 0
+    scanned._bank_queued = scanned._bank_queued[:0]
+    scanned._bank_hits = scanned._bank_hits[:0]
+    assert np.array_equal(done, scanned.feed(addr, write, arrival, final=True))
+    assert np.array_equal(tallied.command_log(), scanned.command_log())
+    assert check_log(tallied.command_log(), tallied.timing) == []
 
 
 @settings(deadline=None)

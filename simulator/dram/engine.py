@@ -15,6 +15,10 @@ All times are CK cycles. Requests live in per-channel buffers as rows of int64 f
 trace can be streamed through in chunks. Each buffer is a ring in age order (`heads` holds where
 it starts): the scheduler mostly takes requests near the front, and a ring closes the gap from
 the shorter side, where a flat array would move every younger request up.
+On deep buffers (the GPU controller's hundreds of requests) FR-FCFS first asks per bank whether
+its open-row requests or its others could issue, from tallies kept as requests come and go, and
+scans for the oldest request only when some could; most tries find nothing ready and so cost a
+pass over the banks rather than over the buffer.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ N_CMD = 9
 INF = np.int64(1) << np.int64(62)
 NO_RULE = -(np.int64(1) << np.int64(40))  # a latency that never binds
 LAT_BINS = 1 << 16
+SCAN_BELOW = 64  # FR-FCFS over fewer queued requests than this: one pass beats the bank tallies
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -117,6 +122,51 @@ def _remove(bufs, counts, heads, ch, kind, p):
     counts[ch, kind] = n - 1
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, step):
+    """Count a request into (step 1) or out of (step -1) its bank's tallies, where kept."""
+    if bank_queued.shape[0] == 0:
+        return
+    bank_queued[ch, kind, bank] += step
+    if bank_hits[ch, kind, bank] >= 0 and open_row[ch, bank] == row:
+        bank_hits[ch, kind, bank] += step
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _rows_changed(bank_hits, ch, cmd, bank):
+    """After a command, how many queued requests want the bank's open row: unknown after an
+    ACT (counted when next needed), none after a precharge."""
+    if bank_hits.shape[0] == 0:
+        return
+    if cmd == ACT or cmd == PRE or cmd == RDA or cmd == WRA:
+        n = -1 if cmd == ACT else 0
+        bank_hits[ch, RBUF, bank] = n
+        bank_hits[ch, WBUF, bank] = n
+    elif cmd == PREA:
+        bank_hits[ch, RBUF, :] = 0
+        bank_hits[ch, WBUF, :] = 0
+
+
+@njit(cache=True, error_model="numpy")
+def _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kind):
+    """Count the requests for each bank's open row where an ACT has made it unknown."""
+    mask = bufs.shape[3] - 1
+    stale = 0
+    for bank in range(bank_hits.shape[2]):
+        if bank_hits[ch, kind, bank] < 0:
+            bank_hits[ch, kind, bank] = 0
+            if bank_queued[ch, kind, bank] > 0:
+                stale |= np.int64(1) << bank
+    if stale == 0:
+        return
+    h = heads[ch, kind]
+    for i in range(counts[ch, kind]):
+        p = (h + i) & mask
+        bank = bufs[ch, kind, F_BANK, p]
+        if stale & (np.int64(1) << bank) and bufs[ch, kind, F_ROW, p] == open_row[ch, bank]:
+            bank_hits[ch, kind, bank] += 1
+
+
 @njit(cache=True, error_model="numpy")
 def _append(bufs, counts, heads, ch, kind, src_kind, p):
     """Copy the request in slot p of another buffer of the channel to the back of this one."""
@@ -185,11 +235,64 @@ def _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank):
     return t
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def _first_ready(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk,
-                 ref_bank):
+@njit(cache=True, error_model="numpy")
+def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row, rch, rbg,
+                 rbank, faw_t, clk, ref_bank, banks_per_group):
     """FR-FCFS over a read or write buffer, whose order is age order: the first request whose
-    next command is ready. Returns (slot or -1, command, earliest ready cycle seen)."""
+    next command is ready. Returns (slot or -1, command, earliest ready cycle seen).
+
+    A bank's queued requests fall in two classes that each wait for one command: those for its
+    open row (the column command) and the others (PRE, or ACT when the bank is closed). So the
+    ready cycle is found per class from the bank tallies, and the buffer is scanned, oldest
+    first, only for the first request of a class that is ready."""
+    _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kind)
+    col = WR if kind == WBUF else RD
+    earliest = INF
+    ready_hit = 0   # banks whose open-row requests can issue now
+    ready_miss = 0  # banks whose other requests can issue now
+    for bank in range(bank_queued.shape[2]):
+        queued = bank_queued[ch, kind, bank]
+        if queued == 0:
+            continue
+        bg = bank // banks_per_group
+        hits = bank_hits[ch, kind, bank]
+        if hits > 0:
+            t = _earliest(rch, rbg, rbank, faw_t, ch, col, bg, bank)
+            if t <= clk:
+                ready_hit |= np.int64(1) << bank
+            elif t < earliest:
+                earliest = t
+        if queued > hits:
+            if open_row[ch, bank] >= 0:
+                cmd = PRE
+            else:
+                cmd = -1 if bank == ref_bank else ACT  # -1: waits for a per-bank refresh
+            t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank)
+            if t <= clk:
+                ready_miss |= np.int64(1) << bank
+            elif t < earliest:
+                earliest = t
+    if ready_hit == 0 and ready_miss == 0:
+        return -1, -1, earliest
+    mask = bufs.shape[3] - 1
+    h = heads[ch, kind]
+    for i in range(counts[ch, kind]):
+        p = (h + i) & mask
+        bank = bufs[ch, kind, F_BANK, p]
+        bit = np.int64(1) << bank
+        cur = open_row[ch, bank]
+        if bufs[ch, kind, F_ROW, p] == cur:
+            if ready_hit & bit:
+                return p, col, clk
+        elif ready_miss & bit:
+            return p, (PRE if cur >= 0 else ACT), clk
+    return -1, -1, earliest  # not reached: a ready class has a request
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk,
+                 ref_bank):
+    """`_first_ready` by one pass over the buffer, cheaper where it is short."""
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
     is_write = kind == WBUF
@@ -258,7 +361,8 @@ def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk
 
 
 @njit(cache=True, error_model="numpy")
-def run(bufs, counts, heads, scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, bank_cols,
+def run(bufs, counts, heads, bank_queued, bank_hits, scal, chan, rch, rbg, rbank, faw, open_row,
+        cmd_count, bank_cols,
         lat_hist, rule_lat, log,
         req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, req_id, n_req,
         final, completion,
@@ -317,6 +421,7 @@ def run(bufs, counts, heads, scal, chan, rch, rbg, rbank, faw, open_row, cmd_cou
                         _issue(rule_lat, rch, rbg, rbank, faw, open_row,
                                cmd_count, ch, rcmd, rb // banks_per_group, rb, -1, clk, log,
                                scal, log_cap, banks_per_group, n_banks)
+                        _rows_changed(bank_hits, ch, rcmd, rb)
                         issued = True
                         if rcmd == REFPB:
                             chan[ch, C_PENDING_REF] -= 1
@@ -336,6 +441,7 @@ def run(bufs, counts, heads, scal, chan, rch, rbg, rbank, faw, open_row, cmd_cou
                         _issue(rule_lat, rch, rbg, rbank, faw, open_row,
                                cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap,
                                banks_per_group, n_banks)
+                        _rows_changed(bank_hits, ch, rcmd, -1)
                         issued = True
                         if rcmd == REFAB:
                             chan[ch, C_PENDING_REF] -= 1
@@ -359,8 +465,14 @@ def run(bufs, counts, heads, scal, chan, rch, rbg, rbank, faw, open_row, cmd_cou
                         idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, k, open_row, rch, rbg,
                                                      rbank, faw_t, clk, ref_bank, False)
                     else:
-                        idx, cmd, e = _first_ready(bufs, counts, heads, ch, k, open_row, rch, rbg,
-                                                   rbank, faw_t, clk, ref_bank)
+                        if counts[ch, k] >= SCAN_BELOW and bank_queued.shape[0] > 0:
+                            idx, cmd, e = _first_ready(bufs, counts, heads, bank_queued,
+                                                       bank_hits, ch, k, open_row, rch, rbg,
+                                                       rbank, faw_t, clk, ref_bank,
+                                                       banks_per_group)
+                        else:
+                            idx, cmd, e = _first_ready_scan(bufs, counts, heads, ch, k, open_row,
+                                                            rch, rbg, rbank, faw_t, clk, ref_bank)
                         ready = idx >= 0
                     if e < earliest:
                         earliest = e
@@ -390,6 +502,7 @@ def run(bufs, counts, heads, scal, chan, rch, rbg, rbank, faw, open_row, cmd_cou
                 _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
                        ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group,
                        n_banks)
+                _rows_changed(bank_hits, ch, cmd, bank)
                 issued = True
                 if final_cmd:
                     chan[ch, C_BUSY] += n_bl
@@ -414,6 +527,8 @@ def run(bufs, counts, heads, scal, chan, rch, rbg, rbank, faw, open_row, cmd_cou
                         scal[S_LAST_DONE] = done
                     if rid >= 0 and rid < completion.shape[0]:
                         completion[rid] = done
+                    if kind != ABUF:
+                        _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, -1)
                     _remove(bufs, counts, heads, ch, kind, idx)
                     scal[S_QUEUED] -= 1
                     if kind == ABUF:
@@ -421,6 +536,7 @@ def run(bufs, counts, heads, scal, chan, rch, rbg, rbank, faw, open_row, cmd_cou
                 elif cmd == ACT and kind != ABUF and counts[ch, ABUF] < caps[ABUF]:
                     chan[ch, C_ABUF_T] = 0
                     _append(bufs, counts, heads, ch, ABUF, kind, idx)
+                    _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, -1)
                     _remove(bufs, counts, heads, ch, kind, idx)
             if issued:
                 chan[ch, C_NEXT_TRY] = clk + 1
@@ -470,6 +586,7 @@ def run(bufs, counts, heads, scal, chan, rch, rbg, rbank, faw, open_row, cmd_cou
             bufs[ch, k, F_ARRIVE, p] = clk
             bufs[ch, k, F_STAT, p] = 0
             counts[ch, k] = n + 1
+            _tally(bank_queued, bank_hits, open_row, ch, k, req_bank[pos], req_row[pos], 1)
             scal[S_QUEUED] += 1
             if chan[ch, C_NEXT_TRY] > clk + 1:
                 chan[ch, C_NEXT_TRY] = clk + 1

@@ -166,6 +166,11 @@ class MemorySystem:
         self._bufs = np.zeros((n_ch, 3, E.N_FIELDS, ring), np.int64)
         self._counts = np.zeros((n_ch, 3), np.int64)
         self._heads = np.zeros((n_ch, 3), np.int64)
+        # per channel, read and write buffer, bank: requests queued, and those for its open row;
+        # kept only where a buffer is deep enough for the scheduler to use them
+        deep = max(controller.read_buffer, controller.write_buffer) >= E.SCAN_BELOW
+        self._bank_queued = np.zeros((n_ch if deep else 0, 2, n_banks), np.int64)
+        self._bank_hits = np.zeros((n_ch if deep else 0, 2, n_banks), np.int64)
         self._scal = np.zeros(E.N_SCALARS, np.int64)
         self._chan = np.zeros((n_ch, E.N_CHANNEL_COUNTERS), np.int64)
         per_bank = controller.refresh == "per_bank"
@@ -237,7 +242,8 @@ class MemorySystem:
         self._scal[E.S_POS] = 0
         t = self.timing
         c = self.controller
-        E.run(self._bufs, self._counts, self._heads, self._scal, self._chan, self._rch, self._rbg,
+        E.run(self._bufs, self._counts, self._heads, self._bank_queued, self._bank_hits,
+              self._scal, self._chan, self._rch, self._rbg,
               self._rbank, self._faw, self._open_row, self._cmd_count, self._bank_cols,
               self._lat_hist, self._lat, self._log,
               addresses.view(np.int64), is_write, arrival, f["channel"], f["bankgroup"], bank,
