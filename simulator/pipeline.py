@@ -74,10 +74,11 @@ def default_fidelity(hw: Hardware) -> str:
 
 def analyze(workload: WorkloadSpec | str | Path, hardware: Hardware | str | Path = DEFAULT_HARDWARE,
             fidelity: str | None = None, memory_model: MemoryModel | None = None,
-            progress: bool = False) -> RunResult:
+            progress: bool = False, dram_memo: dict | None = None) -> RunResult:
     """One step of the workload on the hardware. `fidelity`: cycle, sampled or analytic
     (None: sampled on GDDR6, analytic otherwise); `memory_model` replaces the analytic
-    DRAM ceiling; `progress` shows a progress bar on long replays."""
+    DRAM ceiling; `progress` shows a progress bar on long replays; `dram_memo` keeps sampled
+    DRAM results for reuse by later calls (see replay.replay)."""
     spec, trace = load_step(workload)
     hw = hardware if isinstance(hardware, Hardware) else load_hardware(hardware)
     fidelity = check_fidelity(fidelity or default_fidelity(hw))
@@ -88,5 +89,5 @@ def analyze(workload: WorkloadSpec | str | Path, hardware: Hardware | str | Path
             raise InputError(f"the replay simulates GDDR6 memory; {hw.name} has "
                              f"{hw.memory.type}: expected --fidelity analytic", file=hw.path,
                              path="$.memory.type")
-        est = replay(trace, hw, fidelity, progress)
+        est = replay(trace, hw, fidelity, progress, dram_memo)
     return RunResult(spec, hw, trace, profile(trace), est)

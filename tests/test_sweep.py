@@ -102,6 +102,41 @@ def test_elasticity_of_a_bandwidth_bound_benchmark(tmp_path):
     assert e == pytest.approx(-1.0, abs=0.01)   # the analytic roofline: time ~ 1 / bandwidth
 
 
+def test_a_process_pool_gives_the_rows_one_process_gives(tmp_path):
+    """Two workers, points grouped by memory system, each worker reusing its DRAM results:
+    the same rows as one process point after point, every point persisted."""
+    spec = build("p", "t4", ["cnn"], {"data_rate_gbps": [10, 14], "l2_bytes": [2 << 20, 4 << 20]},
+                 "sampled", "test")
+    pooled = execute.run_sweep(spec, tmp_path / "pool", workers=2)
+    execute._DRAM_MEMO.clear()
+    alone = execute.run_sweep(spec, tmp_path / "alone", workers=1)
+    keep = ("id", "step_time_s", "bound", "best_change", "error")
+    assert [{k: r[k] for k in keep} for r in pooled] == [{k: r[k] for k in keep} for r in alone]
+    assert all(r["error"] is None for r in pooled)
+    persisted = (tmp_path / "pool" / "points.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["id"] for line in persisted) == sorted(r["id"] for r in alone)
+
+
+def test_reused_dram_results_change_nothing():
+    """A sweep process keeps sampled DRAM results for later points on the same memory
+    system; each window starts from an idle system, so a point's figures are the same whether
+    its windows were simulated now or earlier for another point."""
+    from simulator.pipeline import analyze
+
+    spec = build("m", "t4", ["cnn"], {"l2_bytes": [2 << 20, 4 << 20]}, "sampled", "test")
+    memo: dict = {}
+    for p in spec.points():
+        fresh = analyze(p.workload, p.hardware, "sampled").estimate
+        kept = analyze(p.workload, p.hardware, "sampled", dram_memo=memo).estimate
+        again = analyze(p.workload, p.hardware, "sampled", dram_memo=memo).estimate
+        for e in (kept, again):
+            assert e.step_time_s == fresh.step_time_s
+            assert [o.time_s for o in e.ops] == [o.time_s for o in fresh.ops]
+            assert e.replay.error_bound_s == fresh.replay.error_bound_s
+        assert again.replay.simulated_requests == fresh.replay.simulated_requests
+    assert memo
+
+
 def test_points_run_on_a_dask_cluster(tmp_path):
     distributed = pytest.importorskip("distributed")
     spec = build("d", "t4", ["cnn"], {"data_rate_gbps": [10, 14]}, "analytic", "test")

@@ -268,6 +268,27 @@ class MemorySystem:
             self.feed(np.zeros(0, np.uint64), np.zeros(0, np.int64), final=True)
         return self.stats()
 
+    def idle(self) -> None:
+        """Return to the state of a system that has sat idle up to its clock: rows closed, no
+        timing rule pending, the refresh timer starting now, reads mode. What it serves next
+        then depends on nothing fed before (the counts and statistics carry on)."""
+        if self._scal[E.S_QUEUED]:
+            raise RuntimeError("idle() with requests still queued")
+        per_bank = self.controller.refresh == "per_bank"
+        now = self._scal[E.S_CLK]
+        self._chan[:, E.C_NEXT_REF] = now + (self.timing.nREFI // 16 if per_bank
+                                            else self.timing.nREFI)
+        for slot, value in ((E.C_PENDING_REF, 0), (E.C_REF_BANK, 0), (E.C_WR_MODE, 0),
+                            (E.C_LAST_COL, -1), (E.C_LAST_BG, -1), (E.C_NEXT_TRY, now),
+                            (E.C_ABUF_T, 0)):
+            self._chan[:, slot] = value
+        for bounds in (self._rch, self._rbg, self._rbank):
+            bounds.fill(0)
+        self._faw.fill(-(1 << 40))
+        self._faw[:, 4] = 0
+        self._open_row.fill(-1)
+        self._bank_hits.fill(0)
+
     @property
     def now_ck(self) -> int:
         """The engine's clock: the CK cycle it has simulated up to."""

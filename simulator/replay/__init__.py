@@ -75,12 +75,13 @@ def _bound(compute_s: float, memory_s: float, l2_s: float, launch_s: float, dram
 
 class Replay:
     def __init__(self, trace: Trace, hw: Hardware, fidelity: str = "sampled",
-                 progress: bool = False):
+                 progress: bool = False, dram_memo: dict | None = None):
         if fidelity not in ("cycle", "sampled"):
             raise InputError(f"expected a replay fidelity of cycle or sampled, got '{fidelity}'")
         self.trace, self.hw, self.fidelity = trace, hw, fidelity
         self.ms = MemorySystem.from_hardware(hw, controller=memory_path.controller(hw))
-        self.memory = (CycleMemory if fidelity == "cycle" else SampledMemory)(self.ms)
+        self.memory = (CycleMemory(self.ms) if fidelity == "cycle"
+                       else SampledMemory(self.ms, dram_memo))
         self.placement = place(trace)
         self.capacity = self.ms.org.capacity_bytes
         self.l2 = L2Cache(cache_capacity(hw))
@@ -148,7 +149,10 @@ class Replay:
 
 
 def replay(trace: Trace, hw: Hardware, fidelity: str = "sampled",
-           progress: bool = False) -> StepEstimate:
+           progress: bool = False, dram_memo: dict | None = None) -> StepEstimate:
+    """One step replayed. `dram_memo`: a dict to keep `sampled` DRAM results in for later
+    replays on the same memory system (a sweep's points); the results do not change with it,
+    only the engine's totals (`ReplayDetails.dram`) then cover fewer requests."""
     if fidelity == "analytic":
         return estimate(trace, hw)
-    return Replay(trace, hw, fidelity, progress).run()
+    return Replay(trace, hw, fidelity, progress, dram_memo).run()

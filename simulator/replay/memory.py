@@ -11,7 +11,8 @@ queue to its high watermark) and before as long a cool-down, so that neither fil
 draining counts. Windows sit in the middle of the first and third quarters of the op's
 progress, then the second and fourth when those two disagree by more than 2 %. A shorter probe
 window comes first: when it shows the DRAM well hidden under the SMs' time (under half), the
-op needs no more. Ops with fewer requests than two windows are simulated in full. Each
+op needs no more. Ops with fewer requests than two windows are simulated in full, unless
+they are at least twice a probe's size and their probe shows the DRAM well hidden. Each
 quarter measured takes its share of the requests at its rate; the op takes the longer of the
 SMs' pace and that sum, plus the first window's fill and drain overhead. Two standard errors of
 the sum (collapsed strata: each pair of neighbouring quarters' variance estimated from their
@@ -40,6 +41,7 @@ STRATA_ORDER = (0, 2, 1, 3)  # ... measured in this order, stopping after two wh
 REFINE_ABOVE = 0.02          # error bound is within 2 %
 HIDDEN_BELOW = 0.5           # no windows when the probe puts the DRAM under half the SMs' time
 PROBE_QUEUE_FULLS = 2        # a first, short window: enough to see the DRAM is well hidden
+MEMO_ENTRIES = 4096          # results kept for reuse, about 1 kB each
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,13 @@ class CycleMemory:
 class SampledMemory(CycleMemory):
     name = "sampled"
 
-    def __init__(self, ms: MemorySystem):
+    def __init__(self, ms: MemorySystem, memo: dict | None = None):
         super().__init__(ms)
+        # results of windows and small ops by their exact input, shared by whoever passes the
+        # same dict (a sweep's worker, across points): each starts from an idle memory system,
+        # so a result depends on nothing but the memory system and its requests
+        self._memo = {} if memo is None else memo
+        self._config = repr((ms.org, ms.timing, ms.controller))
         # (traffic key, pace) -> (span, error bound, counters) of ops simulated in full
         self._seen: dict[object, tuple[float, float, Counters]] = {}
         self._sampled: dict[object, _Strata] = {}   # traffic key -> its windows so far
@@ -97,13 +104,19 @@ class SampledMemory(CycleMemory):
         self._measured = max(WINDOW_REQUESTS, MEASURED_QUEUE_FULLS * self._queue)
 
     def _measure(self, reqs: OpRequests, centre: float, measured: int
-                 ) -> tuple[float, int, float]:
-        """(steady requests per CK, requests simulated, fill and drain overhead in CK) of a
-        window of the op's requests centred on `centre`, all handed over at once."""
+                 ) -> tuple[float, int, float, Counters]:
+        """(steady requests per CK, requests simulated, fill and drain overhead in CK, what
+        the engine counted) of a window of the op's requests centred on `centre`, all handed
+        over at once to an idle memory system."""
         warm = self._warm
         w = min((2 * warm + measured) / reqs.count, 1.0)
         p0 = min(max(centre - w / 2, 0.0), 1.0 - w)
+        memo_key = (self._config, reqs.identity, p0, p0 + w)
+        if memo_key in self._memo:
+            return self._memo[memo_key]
         r = reqs.between(p0, p0 + w)
+        self.ms.idle()
+        before = self.ms.counters()
         t0 = self.ms.now_ck
         done = self.ms.feed(r.address, r.is_write, np.full(len(r), t0, np.int64), final=True)
         # the measured completions are those after a queue-full of warm-up and before the last
@@ -111,22 +124,32 @@ class SampledMemory(CycleMemory):
         done.sort()
         a, b = min(warm, len(r) - 1), max(len(r) - 1 - warm, 0)
         rate = min((b - a) / max(done[b] - done[a], 1), self._peak_rate)
-        return rate, len(r), max(done[-1] - t0 - len(r) / rate, 0.0)
+        fill = max(done[-1] - t0 - len(r) / rate, 0.0)
+        return self._remember(memo_key, (rate, len(r), fill, self.ms.counters() - before))
+
+    def _remember(self, key: tuple, result):
+        if len(self._memo) >= MEMO_ENTRIES:
+            self._memo.clear()
+        self._memo[key] = result
+        return result
 
     def serve(self, reqs: OpRequests, start_ck: int, pace_ck: float, key: object) -> Service:
         """`key` names the op's traffic (kinds, sizes, patterns): ops with the same key reuse
         the first one's result; simulated in full, it holds only at the same pace."""
         n = reqs.count
+        state = self._sampled.get(key)
+        probed = 0
         if n < 2 * (2 * self._warm + self._measured):  # two windows would cost as much
-            full = (key, round(pace_ck))
-            if full not in self._seen:
-                s = super().serve(reqs, self.ms.now_ck, pace_ck, key)
-                self._seen[full] = (s.span_ck, s.error_ck, s.counters)
-                return s
-            span, err, counts = self._seen[full]
-            return Service(span, err, counts, 0)
-        state = self._sampled.setdefault(key, _Strata())
-        simulated = self._refine(state, reqs, pace_ck)
+            if n >= 2 * (2 * self._warm + PROBE_QUEUE_FULLS * self._queue) and state is None:
+                # a probe costs under half the op: is its DRAM time well hidden?
+                state = self._sampled[key] = _Strata()
+                state.probe, probed = self._window(state, reqs, 0.5,
+                                                   PROBE_QUEUE_FULLS * self._queue)
+            if state is None or n / state.probe > HIDDEN_BELOW * pace_ck:
+                return self._full(reqs, pace_ck, key, probed)
+        if state is None:
+            state = self._sampled[key] = _Strata()
+        simulated = probed + self._refine(state, reqs, pace_ck)
         dram_ck, err = (_stratified(state.rates, n) if state.rates
                         else (n / state.probe, 0.0))
         span = state.overhead + max(pace_ck, dram_ck)
@@ -134,6 +157,21 @@ class SampledMemory(CycleMemory):
         busy = np.minimum(counts.channel_busy, span)
         return Service(span, err if dram_ck > pace_ck else 0.0,
                        dataclasses.replace(counts, channel_busy=busy), simulated)
+
+    def _full(self, reqs: OpRequests, pace_ck: float, key: object, probed: int) -> Service:
+        """Every request of the op at its pace, from an idle memory system, once per traffic
+        shape and pace."""
+        full = (key, round(pace_ck))
+        if full not in self._seen:
+            memo_key = (self._config, reqs.identity, pace_ck)
+            if memo_key not in self._memo:
+                self.ms.idle()
+                self._remember(memo_key, super().serve(reqs, self.ms.now_ck, pace_ck, key))
+            s = self._memo[memo_key]
+            self._seen[full] = (s.span_ck, s.error_ck, s.counters)
+            return dataclasses.replace(s, simulated_requests=s.simulated_requests + probed)
+        span, err, counts = self._seen[full]
+        return Service(span, err, counts, probed)
 
     def _refine(self, state: _Strata, reqs: OpRequests, pace_ck: float) -> int:
         """Measure strata until the DRAM time is either well hidden under the SMs' pace (one
@@ -165,11 +203,9 @@ class SampledMemory(CycleMemory):
     def _window(self, state: _Strata, reqs: OpRequests, centre: float, measured: int
                 ) -> tuple[float, int]:
         """Measure one window and add what it cost to the state; (rate, requests)."""
-        before = self.ms.counters()
-        rate, window, fill = self._measure(reqs, centre, measured)
+        rate, window, fill, counted = self._measure(reqs, centre, measured)
         state.overhead = state.overhead or fill
         state.simulated += window
-        counted = self.ms.counters() - before
         state.counts = counted if state.counts is None else state.counts + counted
         return rate, window
 

@@ -72,6 +72,11 @@ class OpRequests:
             self._parts.append((n, before + head, step, totals[i // period], base, size,
                                 a.access.pattern, int(a.is_write), seed))
 
+    @property
+    def identity(self) -> tuple:
+        """What fixes every request the op makes (equal identities, equal requests)."""
+        return self.capacity, tuple(self._parts)
+
     def between(self, p0: float, p1: float) -> Requests:
         """Requests whose progress lies in [p0, p1), in progress order."""
         addrs, writes, progress = [], [], []

@@ -3,29 +3,38 @@
 Each finished point is appended to DIR/points.jsonl at once (flushed and synced), so an
 interrupted sweep loses nothing and a rerun skips the points already there. A point that fails
 is recorded with its error and the others go on; a rerun tries it again.
+
+Points whose memory systems are the same (they vary the L2, compute or price) measure the same
+DRAM windows: each process keeps those results (replay's `dram_memo`; results are the same with
+or without it), and the local pool hands such points to one worker, one group at a time.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import queue
 import traceback
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from simulator.config.hardware import Hardware
 from simulator.errors import InputError
+from simulator.gpu import memory_path
 from simulator.sweep.spec import Point, SweepSpec
 from simulator.units import GB
+
+_DRAM_MEMO: dict = {}  # this process's sampled DRAM results, for the points it runs next
 
 
 def run_point(workload: str, hardware: Hardware, fidelity: str) -> dict[str, Any]:
     """The figures a sweep keeps of one step (module level, so workers can unpickle it)."""
     from simulator.pipeline import analyze
 
-    r = analyze(workload, hardware, fidelity=fidelity)
+    r = analyze(workload, hardware, fidelity=fidelity, dram_memo=_DRAM_MEMO)
     est = r.estimate
     step = est.step_time_s
     memory_bound = sum(p.memory_bound_time_s for p in est.phases())
@@ -86,17 +95,45 @@ class PointStore:
             os.fsync(f.fileno())
 
 
+def _memory_groups(todo: list[Point]) -> list[list[Point]]:
+    """The points in groups that share a memory system, in grid order."""
+    groups: dict[str, list[Point]] = {}
+    for p in todo:
+        key = repr((p.hardware.memory, memory_path.controller(p.hardware)))
+        groups.setdefault(key, []).append(p)
+    return list(groups.values())
+
+
+def _run_group(points: list[Point], fidelity: str, results) -> None:
+    """A worker's task: the group's points one after another, each reported as it ends."""
+    for p in points:
+        results.put((p.id, *_guarded(p, fidelity)))
+
+
 def _local(todo: list[Point], fidelity: str, workers: int
            ) -> Iterator[tuple[Point, dict | None, str | None]]:
+    groups = _memory_groups(todo)
     if workers <= 1:
-        for p in todo:
-            yield p, *_guarded(p, fidelity)
+        for group in groups:
+            for p in group:
+                yield p, *_guarded(p, fidelity)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(run_point, p.workload, p.hardware, fidelity): p for p in todo}
-        for fut in as_completed(futures):
-            exc = fut.exception()
-            yield futures[fut], (None if exc else fut.result()), _message(exc)
+    by_id = {p.id: p for p in todo}
+    with multiprocessing.Manager() as manager, \
+            ProcessPoolExecutor(max_workers=workers) as pool:
+        results = manager.Queue()
+        futures = {pool.submit(_run_group, g, fidelity, results): g for g in groups}
+        while by_id:
+            try:
+                pid, result, error = results.get(timeout=0.5)
+            except queue.Empty:
+                for fut, group in futures.items():  # a worker that died takes its group
+                    exc = fut.exception() if fut.done() else None
+                    for p in group if exc else ():
+                        if by_id.pop(p.id, None):
+                            yield p, None, _message(exc)
+                continue
+            yield by_id.pop(pid), result, error
 
 
 def _dask(todo: list[Point], fidelity: str, scheduler: str
