@@ -3,7 +3,9 @@
     python benchmarks/sweep_speed.py [--points N] [--workers 1,2] [--fidelity sampled]
 
 The grid is data rate x bus width x L2 size (5 x 5 x 4 = 100 points); --points runs the first N
-of them, and the figure for all 100 is extrapolated from the time per point.
+of them, and the figure for all 100 is extrapolated from the time per point. The points of one
+memory system (its four L2 sizes) run on one worker, which reuses their DRAM windows, so runs
+of whole groups (multiples of 4 points) extrapolate fairly.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from simulator.sweep import execute  # noqa: E402
 from simulator.sweep.execute import run_sweep  # noqa: E402
 from simulator.sweep.spec import build  # noqa: E402
 
@@ -34,6 +37,7 @@ def main() -> None:
     print(f"{total}-point grid ({' x '.join(f'{k} {len(v)}' for k, v in AXES.items())}), "
           f"transformer on t4 variants, {args.fidelity}; running {args.points} points")
     for workers in map(int, args.workers.split(",")):
+        execute._DRAM_MEMO.clear()  # each run starts cold (pool workers fork this process)
         limited = spec if args.points >= total else _first(spec, args.points)
         with tempfile.TemporaryDirectory() as out:
             t = time.perf_counter()

@@ -10,8 +10,9 @@ the rate wander over a few queue-fulls), after a warm-up that fills the queues (
 queue to its high watermark) and before as long a cool-down, so that neither filling nor
 draining counts. Windows sit in the middle of the first and third quarters of the op's
 progress, then the second and fourth when those two disagree by more than 2 %. A shorter probe
-window comes first: when it shows the DRAM well hidden under the SMs' time (under half), the
-op needs no more. Ops with fewer requests than two windows are simulated in full, unless
+window comes first, where the op's requests at the peak rate would take under half the SMs'
+time: when it shows the DRAM well hidden under the SMs' time (under half), the op needs no
+more. Ops with fewer requests than two windows are simulated in full, unless
 they are at least twice a probe's size and their probe shows the DRAM well hidden. Each
 quarter measured takes its share of the requests at its rate; the op takes the longer of the
 SMs' pace and that sum, plus the first window's fill and drain overhead. Two standard errors of
@@ -140,12 +141,13 @@ class SampledMemory(CycleMemory):
         state = self._sampled.get(key)
         probed = 0
         if n < 2 * (2 * self._warm + self._measured):  # two windows would cost as much
-            if n >= 2 * (2 * self._warm + PROBE_QUEUE_FULLS * self._queue) and state is None:
+            if n >= 2 * (2 * self._warm + PROBE_QUEUE_FULLS * self._queue) and state is None \
+                    and self._may_hide(n, pace_ck):
                 # a probe costs under half the op: is its DRAM time well hidden?
                 state = self._sampled[key] = _Strata()
                 state.probe, probed = self._window(state, reqs, 0.5,
                                                    PROBE_QUEUE_FULLS * self._queue)
-            if state is None or n / state.probe > HIDDEN_BELOW * pace_ck:
+            if state is None or not state.probe or n / state.probe > HIDDEN_BELOW * pace_ck:
                 return self._full(reqs, pace_ck, key, probed)
         if state is None:
             state = self._sampled[key] = _Strata()
@@ -173,13 +175,19 @@ class SampledMemory(CycleMemory):
         span, err, counts = self._seen[full]
         return Service(span, err, counts, probed)
 
+    def _may_hide(self, n: int, pace_ck: float) -> bool:
+        """Could a probe show n requests well hidden under the pace? Not when even every
+        bus busy (the peak rate) would take longer than that."""
+        return n / self._peak_rate <= HIDDEN_BELOW * pace_ck
+
     def _refine(self, state: _Strata, reqs: OpRequests, pace_ck: float) -> int:
         """Measure strata until the DRAM time is either well hidden under the SMs' pace (one
         window says so) or known within REFINE_ABOVE (two, then all four); returns the
         requests simulated now."""
         n = reqs.count
         simulated = 0
-        if not state.rates:  # a short probe first: is the DRAM well hidden under the SMs?
+        if not state.rates and self._may_hide(n, pace_ck):
+            # a short probe first: is the DRAM well hidden under the SMs?
             if not state.probe:
                 state.probe, window = self._window(state, reqs, 0.5,
                                                    PROBE_QUEUE_FULLS * self._queue)
