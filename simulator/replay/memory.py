@@ -121,11 +121,11 @@ class SampledMemory(CycleMemory):
         t0 = self.ms.now_ck
         done = self.ms.feed(r.address, r.is_write, np.full(len(r), t0, np.int64), final=True)
         # the measured completions are those after a queue-full of warm-up and before the last
-        # queue-full (which drains with nothing behind it)
-        done.sort()
+        # queue-full (which drains with nothing behind it): the a-th and b-th to complete
         a, b = min(warm, len(r) - 1), max(len(r) - 1 - warm, 0)
+        done = np.partition(done, (a, b))
         rate = min((b - a) / max(done[b] - done[a], 1), self._peak_rate)
-        fill = max(done[-1] - t0 - len(r) / rate, 0.0)
+        fill = max(done.max() - t0 - len(r) / rate, 0.0)
         return self._remember(memo_key, (rate, len(r), fill, self.ms.counters() - before))
 
     def _remember(self, key: tuple, result):
