@@ -367,7 +367,7 @@ def run(bufs, counts, heads, bank_queued, bank_hits, scal, chan, rch, rbg, rbank
         req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, req_id, n_req,
         final, completion,
         caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh,
-        n_bl, n_cl, n_faw, n_refi, banks_per_group, n_banks):
+        n_bl, n_cl, n_faw, refresh_every, banks_per_group, n_banks):
     """Advance the memory system until the chunk is fed (more input needed) or, when `final`,
     until every request has completed. Returns 1 when it needs the next chunk, 0 when done."""
     n_ch = counts.shape[0]
@@ -375,7 +375,6 @@ def run(bufs, counts, heads, bank_queued, bank_hits, scal, chan, rch, rbg, rbank
     log_cap = log.shape[0]
     clk = scal[S_CLK]
     read_latency = n_cl + n_bl
-    refi = n_refi // 16 if per_bank_refresh else n_refi
     while True:
         # ---- channels ------------------------------------------------------------------------
         for ch in range(n_ch):
@@ -383,7 +382,7 @@ def run(bufs, counts, heads, bank_queued, bank_hits, scal, chan, rch, rbg, rbank
                 continue
             while clk >= chan[ch, C_NEXT_REF]:
                 chan[ch, C_PENDING_REF] += 1
-                chan[ch, C_NEXT_REF] += refi
+                chan[ch, C_NEXT_REF] += refresh_every
             ref_bank = -1
             if per_bank_refresh and chan[ch, C_PENDING_REF] > 0:
                 ref_bank = chan[ch, C_REF_BANK]

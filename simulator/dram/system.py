@@ -173,16 +173,15 @@ class MemorySystem:
         self._bank_hits = np.zeros((n_ch if deep else 0, 2, n_banks), np.int64)
         self._scal = np.zeros(E.N_SCALARS, np.int64)
         self._chan = np.zeros((n_ch, E.N_CHANNEL_COUNTERS), np.int64)
+        # CK cycles between refresh commands per channel: REFab every tREFI, or a REFpb to
+        # each bank in turn, 16 per tREFI
         per_bank = controller.refresh == "per_bank"
-        self._chan[:, E.C_NEXT_REF] = timing.nREFI // 16 if per_bank else timing.nREFI
-        self._chan[:, E.C_LAST_COL] = -1
-        self._chan[:, E.C_LAST_BG] = -1
+        self._refresh_every = timing.nREFI // 16 if per_bank else timing.nREFI
         self._rch = np.zeros((n_ch, E.N_CMD), np.int64)
         self._rbg = np.zeros((n_ch, org.bank_groups, E.N_CMD), np.int64)
         self._rbank = np.zeros((n_ch, n_banks, E.N_CMD), np.int64)
-        self._faw = np.full((n_ch, 5), -(1 << 40), np.int64)
-        self._faw[:, 4] = 0
-        self._open_row = np.full((n_ch, n_banks), -1, np.int64)
+        self._faw = np.zeros((n_ch, 5), np.int64)
+        self._open_row = np.zeros((n_ch, n_banks), np.int64)
         self._cmd_count = np.zeros((n_ch, E.N_CMD), np.int64)
         self._bank_cols = np.zeros((n_ch, n_banks), np.int64)
         self._lat_hist = np.zeros(E.LAT_BINS, np.int64)
@@ -191,6 +190,7 @@ class MemorySystem:
             self._lat[r.level, r.prev, r.next] = max(self._lat[r.level, r.prev, r.next], r.latency)
         self._log = np.zeros((log_commands, 6), np.int64)
         self._finished = False
+        self.idle()
 
     @classmethod
     def from_hardware(cls, hw: Hardware, log_commands: int = 0,
@@ -250,7 +250,8 @@ class MemorySystem:
               f["row"], ids, n, final, completion,
               self._caps, c.write_high_watermark, c.write_low_watermark, c.scheduler == "fcfs",
               c.page_policy == "closed", c.refresh == "per_bank",
-              t.nBL, t.nCL, t.nFAW, t.nREFI, self.org.banks_per_group, self.org.banks)
+              t.nBL, t.nCL, t.nFAW, self._refresh_every, self.org.banks_per_group,
+              self.org.banks)
         self._finished = self._finished or final
         return completion
 
@@ -274,10 +275,8 @@ class MemorySystem:
         then depends on nothing fed before (the counts and statistics carry on)."""
         if self._scal[E.S_QUEUED]:
             raise RuntimeError("idle() with requests still queued")
-        per_bank = self.controller.refresh == "per_bank"
         now = self._scal[E.S_CLK]
-        self._chan[:, E.C_NEXT_REF] = now + (self.timing.nREFI // 16 if per_bank
-                                            else self.timing.nREFI)
+        self._chan[:, E.C_NEXT_REF] = now + self._refresh_every
         for slot, value in ((E.C_PENDING_REF, 0), (E.C_REF_BANK, 0), (E.C_WR_MODE, 0),
                             (E.C_LAST_COL, -1), (E.C_LAST_BG, -1), (E.C_NEXT_TRY, now),
                             (E.C_ABUF_T, 0)):
