@@ -330,6 +330,36 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, 
 
 
 @njit(cache=True, error_model="numpy", inline="always")
+def _mode_switches(write_mode, n_reads, n_writes, write_cap, wm_high, wm_low):
+    """Does the channel turn from reads to writes (write buffer over its high watermark, or
+    only writes queued), or back (under its low watermark, with reads queued)?"""
+    if write_mode == 0:
+        return n_writes > wm_high * write_cap or (n_reads == 0 and n_writes > 0)
+    return n_writes < wm_low * write_cap and n_reads > 0
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, kind, bg, bank, row,
+                  clk, fcfs, wm_high, wm_low, n_faw):
+    """When a request just queued on channel ch can first change what the channel does.
+
+    The next cycle where it could turn the channel's read/write mode, and under FCFS or with
+    a refresh pending (kept simple). Otherwise only the request itself is new: FR-FCFS takes
+    it once its command is ready if it is in the buffer being served, and never before the
+    mode turns if not (the channel's next try already covers every other event)."""
+    if fcfs or chan[ch, C_PENDING_REF] > 0 or _mode_switches(
+            chan[ch, C_WR_MODE], counts[ch, RBUF], counts[ch, WBUF], caps[WBUF], wm_high,
+            wm_low):
+        return clk + 1
+    if (kind == WBUF) != (chan[ch, C_WR_MODE] == 1):
+        return INF
+    faw_t = faw[ch, faw[ch, 4] & 3] + n_faw
+    cmd = _next_command(open_row, ch, bank, row, kind == WBUF, -1)
+    t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank)
+    return t if t > clk + 1 else clk + 1
+
+
+@njit(cache=True, error_model="numpy", inline="always")
 def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_bank,
             ready_only):
     """The oldest request of a buffer (FCFS), or the oldest ready one (FR-FCFS, any order).
@@ -452,12 +482,8 @@ def run(bufs, counts, heads, bank_queued, bank_hits, scal, chan, rch, rbg, rbank
             if not found and not issued and not blocked:
                 nr = counts[ch, RBUF]
                 nw = counts[ch, WBUF]
-                if chan[ch, C_WR_MODE] == 0:
-                    if nw > wm_high * caps[WBUF] or (nr == 0 and nw > 0):
-                        chan[ch, C_WR_MODE] = 1
-                else:
-                    if nw < wm_low * caps[WBUF] and nr > 0:
-                        chan[ch, C_WR_MODE] = 0
+                if _mode_switches(chan[ch, C_WR_MODE], nr, nw, caps[WBUF], wm_high, wm_low):
+                    chan[ch, C_WR_MODE] = 1 - chan[ch, C_WR_MODE]
                 k = WBUF if chan[ch, C_WR_MODE] == 1 else RBUF
                 if counts[ch, k] > 0:
                     if fcfs:
@@ -588,7 +614,11 @@ def run(bufs, counts, heads, bank_queued, bank_hits, scal, chan, rch, rbg, rbank
             _tally(bank_queued, bank_hits, open_row, ch, k, req_bank[pos], req_row[pos], 1)
             scal[S_QUEUED] += 1
             if chan[ch, C_NEXT_TRY] > clk + 1:
-                chan[ch, C_NEXT_TRY] = clk + 1
+                wake = _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, k,
+                                     req_bg[pos], req_bank[pos], req_row[pos], clk, fcfs,
+                                     wm_high, wm_low, n_faw)
+                if wake < chan[ch, C_NEXT_TRY]:
+                    chan[ch, C_NEXT_TRY] = wake
             pos += 1
         scal[S_POS] = pos
         # ---- done? next cycle with something to do ---------------------------------------------
