@@ -67,7 +67,7 @@ def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
     return t
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
            ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group, n_banks):
     """Issue a command: raise the earliest cycle of every later command by the timing rules
@@ -103,7 +103,7 @@ def _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
     scal[S_LOG_N] = n + 1
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _remove(bufs, counts, heads, ch, kind, p):
     """Take the request in slot p out of its ring, closing the gap from the shorter side."""
     mask = bufs.shape[3] - 1
