@@ -147,7 +147,7 @@ def _rows_changed(bank_hits, ch, cmd, bank):
         bank_hits[ch, WBUF, :] = 0
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kind):
     """Count the requests for each bank's open row where an ACT has made it unknown."""
     mask = bufs.shape[3] - 1
