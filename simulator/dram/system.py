@@ -270,12 +270,13 @@ class MemorySystem:
         return self.stats()
 
     def idle(self) -> None:
-        """Return to the state of a system that has sat idle up to its clock: rows closed, no
-        timing rule pending, the refresh timer starting now, reads mode. What it serves next
-        then depends on nothing fed before (the counts and statistics carry on)."""
+        """Return to the state of a system that has sat idle since its last completion: the
+        clock moved on to it, rows closed, no timing rule pending, the refresh timer starting
+        now, reads mode. What it serves next then depends on nothing fed before (the counts
+        and statistics carry on)."""
         if self._scal[E.S_QUEUED]:
             raise RuntimeError("idle() with requests still queued")
-        now = self._scal[E.S_CLK]
+        now = self._scal[E.S_CLK] = max(self._scal[E.S_CLK], self._scal[E.S_LAST_DONE])
         self._chan[:, E.C_NEXT_REF] = now + self._refresh_every
         for slot, value in ((E.C_PENDING_REF, 0), (E.C_REF_BANK, 0), (E.C_WR_MODE, 0),
                             (E.C_LAST_COL, -1), (E.C_LAST_BG, -1), (E.C_NEXT_TRY, now),
