@@ -225,3 +225,21 @@ def test_feeding_after_a_drain_carries_the_clock_on():
     t = ms.timing
     assert second.min() >= end + t.nCL + t.nBL
     assert ms.stats().requests == 2000 and ms.stats().cycles == second.max()
+
+
+def test_after_idle_a_system_serves_as_a_fresh_one():
+    """The sampled replay serves each window from idle(): the same requests then take the same
+    cycles, counted from the clock, as on a new system, whatever came before (open rows,
+    refresh timer, reads still in flight)."""
+    addr = np.arange(3000, dtype=np.uint64) * 96
+    write = (np.arange(3000) % 3 == 0).astype(np.int64)
+    fresh = validation_system()
+    expected = fresh.feed(addr, write, final=True)
+    used = validation_system()
+    used.feed(np.arange(5000, dtype=np.uint64) * 4096, np.zeros(5000, np.int64), final=True)
+    last = used.last_completion_ck
+    used.idle()
+    start = used.now_ck
+    assert start >= last
+    done = used.feed(addr, write, np.full(len(addr), start, np.int64), final=True)
+    assert np.array_equal(done - start, expected)
