@@ -53,6 +53,13 @@ SCAN_BELOW = 64  # FR-FCFS over fewer queued requests than this: one pass beats 
 
 
 @njit(cache=True, error_model="numpy", inline="always")
+def _faw_ready(faw, ch, n_faw):
+    """The earliest cycle for the next ACT or REFpb by nFAW: the oldest of the last four
+    (faw[ch, :4] is their ring, faw[ch, 4] counts them) plus the window."""
+    return faw[ch, faw[ch, 4] & 3] + n_faw
+
+
+@njit(cache=True, error_model="numpy", inline="always")
 def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
     t = rch[ch, cmd]
     if bg >= 0 and rbg[ch, bg, cmd] > t:
@@ -60,8 +67,7 @@ def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
     if bank >= 0 and rbank[ch, bank, cmd] > t:
         t = rbank[ch, bank, cmd]
     if cmd == ACT or cmd == REFPB:
-        oldest = faw[ch, 4] & 3  # ring of the last four ACT/REFpb cycles
-        f = faw[ch, oldest] + n_faw
+        f = _faw_ready(faw, ch, n_faw)
         if f > t:
             t = f
     return t
@@ -208,13 +214,19 @@ def _active_blocks(bufs, counts, heads, ch, bank):
 @njit(cache=True, error_model="numpy", inline="always")
 def _next_command(open_row, ch, bank, row, is_write, ref_bank):
     """The command a request needs next: column if its row is open, else ACT or PRE."""
-    cur = open_row[ch, bank]
-    if cur == row:
+    if open_row[ch, bank] == row:
         return WR if is_write else RD
-    if cur >= 0:
+    return _row_command(open_row, ch, bank, ref_bank)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _row_command(open_row, ch, bank, ref_bank):
+    """The command a request for a row other than the bank's open one needs next: PRE, or
+    ACT when the bank is closed (-1 while the bank waits for a per-bank refresh)."""
+    if open_row[ch, bank] >= 0:
         return PRE
     if bank == ref_bank:
-        return -1  # its bank waits for a per-bank refresh
+        return -1
     return ACT
 
 
@@ -263,11 +275,8 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
             elif t < earliest:
                 earliest = t
         if queued > hits:
-            if open_row[ch, bank] >= 0:
-                cmd = PRE
-            else:
-                cmd = -1 if bank == ref_bank else ACT  # -1: waits for a per-bank refresh
-            t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank)
+            t = _earliest(rch, rbg, rbank, faw_t, ch, _row_command(open_row, ch, bank, ref_bank),
+                          bg, bank)
             if t <= clk:
                 ready_miss |= np.int64(1) << bank
             elif t < earliest:
@@ -280,12 +289,11 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
         p = (h + i) & mask
         bank = bufs[ch, kind, F_BANK, p]
         bit = np.int64(1) << bank
-        cur = open_row[ch, bank]
-        if bufs[ch, kind, F_ROW, p] == cur:
+        if bufs[ch, kind, F_ROW, p] == open_row[ch, bank]:
             if ready_hit & bit:
                 return p, col, clk
         elif ready_miss & bit:
-            return p, (PRE if cur >= 0 else ACT), clk
+            return p, _row_command(open_row, ch, bank, ref_bank), clk
     return -1, -1, earliest  # not reached: a ready class has a request
 
 
@@ -353,7 +361,7 @@ def _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, kind, 
         return clk + 1
     if (kind == WBUF) != (chan[ch, C_WR_MODE] == 1):
         return INF
-    faw_t = faw[ch, faw[ch, 4] & 3] + n_faw
+    faw_t = _faw_ready(faw, ch, n_faw)
     cmd = _next_command(open_row, ch, bank, row, kind == WBUF, -1)
     t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank)
     return t if t > clk + 1 else clk + 1
@@ -416,7 +424,7 @@ def run(bufs, counts, heads, bank_queued, bank_hits, scal, chan, rch, rbg, rbank
             ref_bank = -1
             if per_bank_refresh and chan[ch, C_PENDING_REF] > 0:
                 ref_bank = chan[ch, C_REF_BANK]
-            faw_t = faw[ch, faw[ch, 4] & 3] + n_faw  # the fifth ACT waits for the window
+            faw_t = _faw_ready(faw, ch, n_faw)
             issued = False
             earliest = chan[ch, C_NEXT_REF]
             found = False
