@@ -1,8 +1,10 @@
 """DRAM service for the replay: an op's requests through the GDDR6 engine, in full or sampled.
 
-Both fidelities share one `MemorySystem`, so open rows, queues and refresh timers carry from
-op to op as on the card. Requests arrive at the cycle the SMs reach their progress (pace), or
-as fast as the queues take them when the op is memory-bound.
+`cycle` keeps one `MemorySystem` for the step, so open rows, queues and refresh timers carry
+from op to op as on the card; `sampled` starts each window and each op it simulates in full
+from an idle one, so a result depends only on the memory system and the requests. Requests
+arrive at the cycle the SMs reach their progress (pace), or as fast as the queues take them
+when the op is memory-bound.
 
 `sampled` measures what the DRAM sustains on windows of each large op's requests, each
 handed over at once: its steady rate over eight queue-fulls (streams meeting in the banks make
@@ -103,6 +105,7 @@ class SampledMemory(CycleMemory):
         # the patterns in which streams meet in the banks as they advance
         self._queue = ms.org.channels * (c.read_buffer + c.write_buffer)
         self._measured = max(WINDOW_REQUESTS, MEASURED_QUEUE_FULLS * self._queue)
+        self._probed = PROBE_QUEUE_FULLS * self._queue  # measured by a probe
 
     def _measure(self, reqs: OpRequests, centre: float, measured: int
                  ) -> tuple[float, int, float, Counters]:
@@ -141,13 +144,12 @@ class SampledMemory(CycleMemory):
         state = self._sampled.get(key)
         probed = 0
         if n < 2 * (2 * self._warm + self._measured):  # two windows would cost as much
-            if n >= 2 * (2 * self._warm + PROBE_QUEUE_FULLS * self._queue) and state is None \
+            if n >= 2 * (2 * self._warm + self._probed) and state is None \
                     and self._may_hide(n, pace_ck):
                 # a probe costs under half the op: is its DRAM time well hidden?
                 state = self._sampled[key] = _Strata()
-                state.probe, probed = self._window(state, reqs, 0.5,
-                                                   PROBE_QUEUE_FULLS * self._queue)
-            if state is None or not state.probe or n / state.probe > HIDDEN_BELOW * pace_ck:
+                probed = self._probe(state, reqs)
+            if state is None or not self._hidden(state, n, pace_ck):
                 return self._full(reqs, pace_ck, key, probed)
         if state is None:
             state = self._sampled[key] = _Strata()
@@ -180,6 +182,18 @@ class SampledMemory(CycleMemory):
         bus busy (the peak rate) would take longer than that."""
         return n / self._peak_rate <= HIDDEN_BELOW * pace_ck
 
+    def _probe(self, state: _Strata, reqs: OpRequests) -> int:
+        """Measure the short probe window unless already done; the requests simulated now."""
+        if state.probe:
+            return 0
+        state.probe, window = self._window(state, reqs, 0.5, self._probed)
+        return window
+
+    @staticmethod
+    def _hidden(state: _Strata, n: int, pace_ck: float) -> bool:
+        """Did the probe show n requests' DRAM time well hidden under the SMs' pace?"""
+        return bool(state.probe) and n / state.probe <= HIDDEN_BELOW * pace_ck
+
     def _refine(self, state: _Strata, reqs: OpRequests, pace_ck: float) -> int:
         """Measure strata until the DRAM time is either well hidden under the SMs' pace (one
         window says so) or known within REFINE_ABOVE (two, then all four); returns the
@@ -188,11 +202,8 @@ class SampledMemory(CycleMemory):
         simulated = 0
         if not state.rates and self._may_hide(n, pace_ck):
             # a short probe first: is the DRAM well hidden under the SMs?
-            if not state.probe:
-                state.probe, window = self._window(state, reqs, 0.5,
-                                                   PROBE_QUEUE_FULLS * self._queue)
-                simulated += window
-            if n / state.probe <= HIDDEN_BELOW * pace_ck:
+            simulated = self._probe(state, reqs)
+            if self._hidden(state, n, pace_ck):
                 return simulated
         for i in STRATA_ORDER:
             if state.rates:
