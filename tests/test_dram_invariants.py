@@ -93,6 +93,30 @@ def test_bank_tallies_pick_what_one_pass_picks(seed, region, write_share, page, 
     assert check_log(tallied.command_log(), tallied.timing) == []
 
 
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([2**10, 2**14, 2**20]),
+       st.sampled_from([8, 32, 256]), st.sampled_from([0, 2, 8]))
+def test_write_filter_forwards_what_a_full_look_forwards(seed, region, depth, spacing):
+    """A read looks for a queued write to forward from only where the hashed write filter
+    counts one; with a single slot it looks through every queued write each time. Both must
+    forward the same reads and schedule the same commands."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(500, 3000))
+    addr = rng.integers(0, region // 32, n).astype(np.uint64) * np.uint64(32)
+    write = (rng.random(n) < 0.5).astype(np.int64)
+    arrival = np.arange(n, dtype=np.int64) * spacing // 4
+    ctl = ControllerConfig(read_buffer=depth, write_buffer=2 * depth,
+                           mapping=HW.controller.mapping)
+    hashed, done = _run(addr, write, arrival, ctl)
+    assert hashed._write_filter.shape[1] > 1
+    full = MemorySystem.from_hardware(HW, log_commands=20_000, controller=ctl)
+    full._write_filter = full._write_filter[:, :1]
+    assert np.array_equal(done, full.feed(addr, write, arrival, final=True))
+    assert hashed.stats().forwarded_reads == full.stats().forwarded_reads
+    assert np.array_equal(hashed.command_log(), full.command_log())
+    assert not hashed._write_filter.any()  # every write counted in was counted out
+
+
 @settings(deadline=None)
 @given(st.integers(0, 7), st.lists(st.tuples(st.booleans(), st.integers(0, 99)), max_size=60))
 def test_request_rings_keep_age_order(head, steps):

@@ -19,6 +19,9 @@ On deep buffers (the GPU controller's hundreds of requests) FR-FCFS first asks p
 its open-row requests or its others could issue, from tallies kept as requests come and go, and
 scans for the oldest request only when some could; most tries find nothing ready and so cost a
 pass over the banks rather than over the buffer.
+A read is forwarded from a queued write to its address. Each channel counts its queued writes
+per slot of a hashed filter, so a read looks through the writes only when its slot holds one:
+on deep write buffers that look had cost more than scheduling.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ INF = np.int64(1) << np.int64(62)
 NO_RULE = -(np.int64(1) << np.int64(40))  # a latency that never binds
 LAT_BINS = 1 << 16
 SCAN_BELOW = 64  # FR-FCFS over fewer queued requests than this: one pass beats the bank tallies
+HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing of addresses into the write filter
+WRITE_FILTER_PER_WRITE = 8  # write filter slots per write a channel can hold: few false alarms
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -171,6 +176,46 @@ def _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kin
         bank = bufs[ch, kind, F_BANK, p]
         if stale & (np.int64(1) << bank) and bufs[ch, kind, F_ROW, p] == open_row[ch, bank]:
             bank_hits[ch, kind, bank] += 1
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _write_slot(write_filter, addr):
+    """The write filter's slot for an address: bits from the middle of a Fibonacci hash, which
+    every address bit below them stirs."""
+    return np.int64((np.uint64(addr) * HASH_MUL) >> np.uint64(32)) & (write_filter.shape[1] - 1)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _write_queued(bufs, counts, heads, ch, addr):
+    """Is a write to this address queued on the channel (buffered or activated)?"""
+    mask = bufs.shape[3] - 1
+    h = heads[ch, WBUF]
+    for i in range(counts[ch, WBUF]):
+        if bufs[ch, WBUF, F_ADDR, (h + i) & mask] == addr:
+            return True
+    h = heads[ch, ABUF]
+    for i in range(counts[ch, ABUF]):
+        p = (h + i) & mask
+        if bufs[ch, ABUF, F_WRITE, p] == 1 and bufs[ch, ABUF, F_ADDR, p] == addr:
+            return True
+    return False
+
+
+@njit(cache=True, error_model="numpy")
+def _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk):
+    """Serve a read from a write to its address queued on the channel (buffered or
+    activated), next cycle; False when there is none."""
+    if not _write_queued(bufs, counts, heads, ch, addr):
+        return False
+    done = clk + 1
+    lat_hist[1] += 1
+    scal[S_DONE_READS] += 1
+    scal[S_FORWARDED] += 1
+    if done > scal[S_LAST_DONE]:
+        scal[S_LAST_DONE] = done
+    if rid < completion.shape[0]:
+        completion[rid] = done
+    return True
 
 
 @njit(cache=True, error_model="numpy")
@@ -399,8 +444,8 @@ def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk
 
 
 @njit(cache=True, error_model="numpy")
-def run(bufs, counts, heads, bank_queued, bank_hits, scal, chan, rch, rbg, rbank, faw, open_row,
-        cmd_count, bank_cols,
+def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch, rbg, rbank,
+        faw, open_row, cmd_count, bank_cols,
         lat_hist, rule_lat, log,
         req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, req_id, n_req,
         final, completion,
@@ -551,6 +596,8 @@ def run(bufs, counts, heads, bank_queued, bank_hits, scal, chan, rch, rbg, rbank
                     if is_w:
                         done = clk
                         scal[S_DONE_WRITES] += 1
+                        slot = _write_slot(write_filter, bufs[ch, kind, F_ADDR, idx])
+                        write_filter[ch, slot] -= 1
                     else:
                         done = clk + read_latency
                         lat = done - bufs[ch, kind, F_ARRIVE, idx]
@@ -580,31 +627,11 @@ def run(bufs, counts, heads, bank_queued, bank_hits, scal, chan, rch, rbg, rbank
         while pos < n_req and req_arrive[pos] <= clk:
             ch = req_ch[pos]
             is_w = req_write[pos]
-            if is_w == 0 and counts[ch, WBUF] + counts[ch, ABUF] > 0:
-                hit = False  # a queued write to the same address (activated ones too)?
-                h = heads[ch, WBUF]
-                for i in range(counts[ch, WBUF]):
-                    if bufs[ch, WBUF, F_ADDR, (h + i) & mask] == req_addr[pos]:
-                        hit = True
-                        break
-                h = heads[ch, ABUF]
-                for i in range(counts[ch, ABUF]):
-                    p = (h + i) & mask
-                    if bufs[ch, ABUF, F_WRITE, p] == 1 and \
-                            bufs[ch, ABUF, F_ADDR, p] == req_addr[pos]:
-                        hit = True
-                        break
-                if hit:  # served from the write buffer next cycle
-                    done = clk + 1
-                    lat_hist[1] += 1
-                    scal[S_DONE_READS] += 1
-                    scal[S_FORWARDED] += 1
-                    if done > scal[S_LAST_DONE]:
-                        scal[S_LAST_DONE] = done
-                    if req_id[pos] < completion.shape[0]:
-                        completion[req_id[pos]] = done
-                    pos += 1
-                    continue
+            if is_w == 0 and write_filter[ch, _write_slot(write_filter, req_addr[pos])] > 0 \
+                    and _forward(bufs, counts, heads, lat_hist, scal, completion, ch,
+                                 req_addr[pos], req_id[pos], clk):
+                pos += 1
+                continue
             k = WBUF if is_w else RBUF
             n = counts[ch, k]
             if n >= caps[k]:
@@ -619,6 +646,8 @@ def run(bufs, counts, heads, bank_queued, bank_hits, scal, chan, rch, rbg, rbank
             bufs[ch, k, F_ARRIVE, p] = clk
             bufs[ch, k, F_STAT, p] = 0
             counts[ch, k] = n + 1
+            if is_w:
+                write_filter[ch, _write_slot(write_filter, req_addr[pos])] += 1
             _tally(bank_queued, bank_hits, open_row, ch, k, req_bank[pos], req_row[pos], 1)
             scal[S_QUEUED] += 1
             if chan[ch, C_NEXT_TRY] > clk + 1:

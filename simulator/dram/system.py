@@ -171,6 +171,12 @@ class MemorySystem:
         deep = max(controller.read_buffer, controller.write_buffer) >= E.SCAN_BELOW
         self._bank_queued = np.zeros((n_ch if deep else 0, 2, n_banks), np.int64)
         self._bank_hits = np.zeros((n_ch if deep else 0, 2, n_banks), np.int64)
+        # per channel, queued writes (buffered or activated) per slot of their hashed address:
+        # a read looks for a write to forward from only where its slot counts one
+        writes = controller.write_buffer + controller.active_buffer
+        self._write_filter = np.zeros(
+            (n_ch, 1 << (E.WRITE_FILTER_PER_WRITE * writes - 1).bit_length()),
+            np.int16 if writes < 2**15 else np.int32)  # small: it is touched at random
         self._scal = np.zeros(E.N_SCALARS, np.int64)
         self._chan = np.zeros((n_ch, E.N_CHANNEL_COUNTERS), np.int64)
         # CK cycles between refresh commands per channel: REFab every tREFI, or a REFpb to
@@ -243,7 +249,7 @@ class MemorySystem:
         t = self.timing
         c = self.controller
         E.run(self._bufs, self._counts, self._heads, self._bank_queued, self._bank_hits,
-              self._scal, self._chan, self._rch, self._rbg,
+              self._write_filter, self._scal, self._chan, self._rch, self._rbg,
               self._rbank, self._faw, self._open_row, self._cmd_count, self._bank_cols,
               self._lat_hist, self._lat, self._log,
               addresses.view(np.int64), is_write, arrival, f["channel"], f["bankgroup"], bank,
