@@ -29,6 +29,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# The engine allocates nothing, so it runs without numba's runtime (NRT): with it, each call to
+# a helper that is not inlined increfs and decrefs every array argument with an atomic
+# instruction, which took a quarter of the time on the GPU's deep buffers.
+JIT = {"cache": True, "error_model": "numpy", "_nrt": False}
+
 # buffer kinds
 RBUF, WBUF, ABUF = 0, 1, 2
 # request fields
@@ -57,14 +62,14 @@ HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing of addresses into 
 WRITE_FILTER_PER_WRITE = 8  # write filter slots per write a channel can hold: few false alarms
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _faw_ready(faw, ch, n_faw):
     """The earliest cycle for the next ACT or REFpb by nFAW: the oldest of the last four
     (faw[ch, :4] is their ring, faw[ch, 4] counts them) plus the window."""
     return faw[ch, faw[ch, 4] & 3] + n_faw
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
     t = rch[ch, cmd]
     if bg >= 0 and rbg[ch, bg, cmd] > t:
@@ -78,7 +83,7 @@ def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
     return t
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
            ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group, n_banks):
     """Issue a command: raise the earliest cycle of every later command by the timing rules
@@ -114,7 +119,7 @@ def _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
     scal[S_LOG_N] = n + 1
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _remove(bufs, counts, heads, ch, kind, p):
     """Take the request in slot p out of its ring, closing the gap from the shorter side."""
     mask = bufs.shape[3] - 1
@@ -133,7 +138,7 @@ def _remove(bufs, counts, heads, ch, kind, p):
     counts[ch, kind] = n - 1
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, step):
     """Count a request into (step 1) or out of (step -1) its bank's tallies, where kept."""
     if bank_queued.shape[0] == 0:
@@ -143,7 +148,7 @@ def _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, step):
         bank_hits[ch, kind, bank] += step
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _rows_changed(bank_hits, ch, cmd, bank):
     """After a command, how many queued requests want the bank's open row: unknown after an
     ACT (counted when next needed), none after a precharge."""
@@ -158,7 +163,7 @@ def _rows_changed(bank_hits, ch, cmd, bank):
         bank_hits[ch, WBUF, :] = 0
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kind):
     """Count the requests for each bank's open row where an ACT has made it unknown."""
     mask = bufs.shape[3] - 1
@@ -178,14 +183,14 @@ def _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kin
             bank_hits[ch, kind, bank] += 1
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _write_slot(write_filter, addr):
     """The write filter's slot for an address: bits from the middle of a Fibonacci hash, which
     every address bit below them stirs."""
     return np.int64((np.uint64(addr) * HASH_MUL) >> np.uint64(32)) & (write_filter.shape[1] - 1)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _write_queued(bufs, counts, heads, ch, addr):
     """Is a write to this address queued on the channel (buffered or activated)?"""
     mask = bufs.shape[3] - 1
@@ -201,7 +206,7 @@ def _write_queued(bufs, counts, heads, ch, addr):
     return False
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**JIT)
 def _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk):
     """Serve a read from a write to its address queued on the channel (buffered or
     activated), next cycle; False when there is none."""
@@ -218,7 +223,7 @@ def _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk
     return True
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**JIT)
 def _append(bufs, counts, heads, ch, kind, src_kind, p):
     """Copy the request in slot p of another buffer of the channel to the back of this one."""
     mask = bufs.shape[3] - 1
@@ -229,7 +234,7 @@ def _append(bufs, counts, heads, ch, kind, src_kind, p):
     counts[ch, kind] = n + 1
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**JIT)
 def _row_wanted(bufs, counts, heads, ch, bank, row, skip_kind, skip_p):
     """Does any queued request other than the one in (skip_kind, slot skip_p) want this row?"""
     mask = bufs.shape[3] - 1
@@ -244,7 +249,7 @@ def _row_wanted(bufs, counts, heads, ch, bank, row, skip_kind, skip_p):
     return False
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**JIT)
 def _active_blocks(bufs, counts, heads, ch, bank):
     """A precharge of `bank` (or of all banks, bank < 0) would close a row opened for a
     request still waiting in the active buffer."""
@@ -256,7 +261,7 @@ def _active_blocks(bufs, counts, heads, ch, bank):
     return False
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _next_command(open_row, ch, bank, row, is_write, ref_bank):
     """The command a request needs next: column if its row is open, else ACT or PRE."""
     if open_row[ch, bank] == row:
@@ -264,7 +269,7 @@ def _next_command(open_row, ch, bank, row, is_write, ref_bank):
     return _row_command(open_row, ch, bank, ref_bank)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _row_command(open_row, ch, bank, ref_bank):
     """The command a request for a row other than the bank's open one needs next: PRE, or
     ACT when the bank is closed (-1 while the bank waits for a per-bank refresh)."""
@@ -275,7 +280,7 @@ def _row_command(open_row, ch, bank, ref_bank):
     return ACT
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank):
     """The latest of the command's channel, bank-group and bank bounds (and nFAW for ACT)."""
     if cmd < 0:
@@ -292,7 +297,7 @@ def _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank):
     return t
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**JIT)
 def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row, rch, rbg,
                  rbank, faw_t, clk, ref_bank, banks_per_group):
     """FR-FCFS over a read or write buffer, whose order is age order: the first request whose
@@ -342,7 +347,7 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
     return -1, -1, earliest  # not reached: a ready class has a request
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk,
                  ref_bank):
     """`_first_ready` by one pass over the buffer, cheaper where it is short."""
@@ -382,7 +387,7 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, 
     return -1, -1, earliest
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _mode_switches(write_mode, n_reads, n_writes, write_cap, wm_high, wm_low):
     """Does the channel turn from reads to writes (write buffer over its high watermark, or
     only writes queued), or back (under its low watermark, with reads queued)?"""
@@ -391,7 +396,7 @@ def _mode_switches(write_mode, n_reads, n_writes, write_cap, wm_high, wm_low):
     return n_writes < wm_low * write_cap and n_reads > 0
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, kind, bg, bank, row,
                   clk, fcfs, wm_high, wm_low, n_faw):
     """When a request just queued on channel ch can first change what the channel does.
@@ -412,7 +417,7 @@ def _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, kind, 
     return t if t > clk + 1 else clk + 1
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**JIT, inline="always")
 def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_bank,
             ready_only):
     """The oldest request of a buffer (FCFS), or the oldest ready one (FR-FCFS, any order).
@@ -443,7 +448,7 @@ def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk
     return best, best_cmd, best_t <= clk, earliest
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**JIT)
 def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch, rbg, rbank,
         faw, open_row, cmd_count, bank_cols,
         lat_hist, rule_lat, log,
