@@ -11,6 +11,7 @@ addition modulo the count otherwise.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,14 @@ def _fold(values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _fold_table(n: int, count: int) -> np.ndarray:
+    """`_fold` of every value below count, to look up (rows are far fewer than requests)."""
+    table = _fold(np.arange(count, dtype=np.int64), n)
+    table.flags.writeable = False  # shared by every decode
+    return table
+
+
 @dataclass(frozen=True)
 class AddressMapping:
     fields: tuple[str, ...] = DEFAULT_FIELDS
@@ -52,13 +61,17 @@ class AddressMapping:
         rest = addresses.astype(np.uint64) // np.uint64(ACCESS_BYTES)
         out: dict[str, np.ndarray] = {}
         for name in self.fields:
-            n = np.uint64(counts[name])
-            out[name] = (rest % n).astype(np.int64)
-            rest = rest // n
+            n = counts[name]
+            if n & (n - 1) == 0:  # a bit field: masks and shifts, far cheaper than division
+                out[name] = (rest & np.uint64(n - 1)).astype(np.int64)
+                rest = rest >> np.uint64(n.bit_length() - 1)
+            else:
+                out[name] = (rest % np.uint64(n)).astype(np.int64)
+                rest = rest // np.uint64(n)
         for target, source in self.hash:
             n = counts[target]
             if n & (n - 1) == 0:
-                out[target] = out[target] ^ _fold(out[source], n)
+                out[target] = out[target] ^ _fold_table(n, counts[source])[out[source]]
             else:
                 out[target] = (out[target] + out[source]) % n
         return out
