@@ -9,6 +9,7 @@ This is also the notebook API:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from simulator.errors import InputError
 from simulator.estimate import MemoryModel, StepEstimate, check_fidelity, estimate
 from simulator.replay import replay
 from simulator.workload import tracefile
+from simulator.workload.allocator import Placement, place
 from simulator.workload.generate import build_trace
 from simulator.workload.memory import MemoryProfile, profile
 from simulator.workload.trace import Trace
@@ -41,6 +43,23 @@ class RunResult:
     @property
     def fits(self) -> bool:
         return self.memory.peak_bytes <= self.hardware.memory.capacity_bytes
+
+
+class Step:
+    """A workload generated into its trace, with what follows from the trace alone (where the
+    allocator puts its tensors, its memory profile), worked out once for any number of
+    hardware points: a sweep keeps one per workload."""
+
+    def __init__(self, workload: WorkloadSpec | str | Path):
+        self.spec, self.trace = load_step(workload)
+
+    @functools.cached_property
+    def placement(self) -> Placement:
+        return place(self.trace)
+
+    @functools.cached_property
+    def memory(self) -> MemoryProfile:
+        return profile(self.trace)
 
 
 def load_step(workload: WorkloadSpec | str | Path) -> tuple[WorkloadSpec, Trace]:
@@ -72,14 +91,17 @@ def default_fidelity(hw: Hardware) -> str:
     return "sampled" if hw.memory.is_gddr and hw.memory.timing is not None else "analytic"
 
 
-def analyze(workload: WorkloadSpec | str | Path, hardware: Hardware | str | Path = DEFAULT_HARDWARE,
+def analyze(workload: WorkloadSpec | str | Path | Step,
+            hardware: Hardware | str | Path = DEFAULT_HARDWARE,
             fidelity: str | None = None, memory_model: MemoryModel | None = None,
             progress: bool = False, dram_memo: dict | None = None) -> RunResult:
     """One step of the workload on the hardware. `fidelity`: cycle, sampled or analytic
     (None: sampled on GDDR6, analytic otherwise); `memory_model` replaces the analytic
     DRAM ceiling; `progress` shows a progress bar on long replays; `dram_memo` keeps sampled
-    DRAM results for reuse by later calls (see replay.replay)."""
-    spec, trace = load_step(workload)
+    DRAM results for reuse by later calls (see replay.replay). A `Step` as the workload
+    spares generating it again."""
+    step = workload if isinstance(workload, Step) else Step(workload)
+    spec, trace = step.spec, step.trace
     hw = hardware if isinstance(hardware, Hardware) else load_hardware(hardware)
     fidelity = check_fidelity(fidelity or default_fidelity(hw))
     if fidelity == "analytic" or memory_model is not None:
@@ -89,5 +111,5 @@ def analyze(workload: WorkloadSpec | str | Path, hardware: Hardware | str | Path
             raise InputError(f"the replay simulates GDDR6 memory; {hw.name} has "
                              f"{hw.memory.type}: expected --fidelity analytic", file=hw.path,
                              path="$.memory.type")
-        est = replay(trace, hw, fidelity, progress, dram_memo)
-    return RunResult(spec, hw, trace, profile(trace), est)
+        est = replay(trace, hw, fidelity, progress, dram_memo, step.placement)
+    return RunResult(spec, hw, trace, step.memory, est)

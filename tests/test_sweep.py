@@ -2,6 +2,7 @@
 
 import csv
 import json
+from pathlib import Path
 
 import matplotlib.image as mpimg
 import pytest
@@ -135,6 +136,25 @@ def test_reused_dram_results_change_nothing():
             assert e.replay.error_bound_s == fresh.replay.error_bound_s
         assert again.replay.simulated_requests == fresh.replay.simulated_requests
     assert memo
+
+
+def test_a_workload_is_generated_once_per_process_until_its_file_changes(tmp_path):
+    """A sweep process keeps each workload's trace and placement for its later points; the
+    figures are those of a fresh analysis, and an edited file is generated again."""
+    from simulator.pipeline import analyze
+
+    path = tmp_path / "w.json"
+    path.write_text((Path(__file__).parent.parent / "workloads" / "cnn.json").read_text())
+    hw = build("s", "t4", [str(path)], {"l2_bytes": [4 << 20]}, "sampled", "t").points()[0].hardware
+    first = execute._step(str(path))
+    assert execute._step(str(path)) is first
+    row = execute.run_point(str(path), hw, "sampled")
+    assert row["step_time_s"] == analyze(str(path), hw, "sampled").estimate.step_time_s
+    doc = json.loads(path.read_text())
+    doc["data"]["batch_size"] *= 2
+    path.write_text(json.dumps(doc))
+    assert execute._step(str(path)) is not first
+    assert execute.run_point(str(path), hw, "sampled")["step_time_s"] > row["step_time_s"]
 
 
 def test_points_run_on_a_dask_cluster(tmp_path):

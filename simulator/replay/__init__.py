@@ -75,14 +75,15 @@ def _bound(compute_s: float, memory_s: float, l2_s: float, launch_s: float, dram
 
 class Replay:
     def __init__(self, trace: Trace, hw: Hardware, fidelity: str = "sampled",
-                 progress: bool = False, dram_memo: dict | None = None):
+                 progress: bool = False, dram_memo: dict | None = None,
+                 placement: Placement | None = None):
         if fidelity not in ("cycle", "sampled"):
             raise InputError(f"expected a replay fidelity of cycle or sampled, got '{fidelity}'")
         self.trace, self.hw, self.fidelity = trace, hw, fidelity
         self.ms = MemorySystem.from_hardware(hw, controller=memory_path.controller(hw))
         self.memory = (CycleMemory(self.ms) if fidelity == "cycle"
                        else SampledMemory(self.ms, dram_memo))
-        self.placement = place(trace)
+        self.placement = placement or place(trace)
         self.capacity = self.ms.org.capacity_bytes
         self.l2 = L2Cache(cache_capacity(hw))
         self.l2_Bps, self.l2_measured = l2_bandwidth_Bps(hw)
@@ -149,10 +150,12 @@ class Replay:
 
 
 def replay(trace: Trace, hw: Hardware, fidelity: str = "sampled",
-           progress: bool = False, dram_memo: dict | None = None) -> StepEstimate:
+           progress: bool = False, dram_memo: dict | None = None,
+           placement: Placement | None = None) -> StepEstimate:
     """One step replayed. `dram_memo`: a dict to keep `sampled` DRAM results in for later
     replays on the same memory system (a sweep's points); the results do not change with it,
-    only the engine's totals (`ReplayDetails.dram`) then cover fewer requests."""
+    only the engine's totals (`ReplayDetails.dram`) then cover fewer requests. `placement`:
+    the trace's, when already worked out."""
     if fidelity == "analytic":
         return estimate(trace, hw)
-    return Replay(trace, hw, fidelity, progress, dram_memo).run()
+    return Replay(trace, hw, fidelity, progress, dram_memo, placement).run()

@@ -7,6 +7,7 @@ is recorded with its error and the others go on; a rerun tries it again.
 Points whose memory systems are the same (they vary the L2, compute or price) measure the same
 DRAM windows: each process keeps those results (replay's `dram_memo`; results are the same with
 or without it), and the local pool hands such points to one worker, one group at a time.
+Each process also generates each workload's trace (and its placement) once, for all points.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from simulator import resources
 from simulator.config.hardware import Hardware
 from simulator.errors import InputError
 from simulator.gpu import memory_path
@@ -28,13 +30,14 @@ from simulator.sweep.spec import Point, SweepSpec
 from simulator.units import GB
 
 _DRAM_MEMO: dict = {}  # this process's sampled DRAM results, for the points it runs next
+_STEPS: dict = {}      # this process's workloads, generated once: (workload, file stamp) -> Step
 
 
 def run_point(workload: str, hardware: Hardware, fidelity: str) -> dict[str, Any]:
     """The figures a sweep keeps of one step (module level, so workers can unpickle it)."""
     from simulator.pipeline import analyze
 
-    r = analyze(workload, hardware, fidelity=fidelity, dram_memo=_DRAM_MEMO)
+    r = analyze(_step(workload), hardware, fidelity=fidelity, dram_memo=_DRAM_MEMO)
     est = r.estimate
     step = est.step_time_s
     memory_bound = sum(p.memory_bound_time_s for p in est.phases())
@@ -56,6 +59,23 @@ def run_point(workload: str, hardware: Hardware, fidelity: str) -> dict[str, Any
         "steps_per_hour_per_kusd": 3600 / step / (price / 1000) if price and step else None,
     }
     return row
+
+
+def _step(workload: str):
+    """The workload's trace, placement and memory profile, made once per process (a Dask
+    worker outlives a sweep: an edited workload file is generated again)."""
+    from simulator.pipeline import Step
+
+    try:
+        st = resources.resolve("workloads", workload).stat()
+        key = (workload, st.st_mtime_ns, st.st_size)
+    except (OSError, InputError):
+        return Step(workload)  # reading it again says what is wrong
+    if key not in _STEPS:
+        if len(_STEPS) >= 16:
+            _STEPS.clear()
+        _STEPS[key] = Step(workload)
+    return _STEPS[key]
 
 
 def _row(point: Point, result: dict[str, Any] | None, error: str | None) -> dict[str, Any]:
