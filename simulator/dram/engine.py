@@ -349,11 +349,14 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
 
 @njit(**JIT, inline="always")
 def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk,
-                 ref_bank):
-    """`_first_ready` by one pass over the buffer, cheaper where it is short."""
+                      ref_bank):
+    """`_first_ready` by one pass over the buffer, cheaper where it is short. (Its hot loop
+    works on the channel's rows of each array: views cost nothing without the NRT.)"""
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
-    is_write = kind == WBUF
+    col = WR if kind == WBUF else RD
+    banks, rows, bgs = bufs[ch, kind, F_BANK], bufs[ch, kind, F_ROW], bufs[ch, kind, F_BG]
+    opened, by_ch, by_bg, by_bank = open_row[ch], rch[ch], rbg[ch], rbank[ch]
     earliest = INF
     last_bank = -1
     last_row = -1
@@ -364,18 +367,27 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, 
     hit_seen = 0
     for i in range(counts[ch, kind]):
         p = (h + i) & mask
-        bank = bufs[ch, kind, F_BANK, p]
-        row = bufs[ch, kind, F_ROW, p]
+        bank = banks[p]
+        row = rows[p]
         if bank == last_bank and row == last_row:
             continue  # same row as the request before it: same command, not ready either
         last_bank = bank
         last_row = row
-        cur = open_row[ch, bank]
+        cur = opened[bank]
         bit = np.int64(1) << bank
-        if (miss_seen if cur != row else hit_seen) & bit:
-            continue
-        cmd = _next_command(open_row, ch, bank, row, is_write, ref_bank)
-        t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bufs[ch, kind, F_BG, p], bank)
+        if cur == row:
+            if hit_seen & bit:
+                continue
+            cmd = col
+        else:
+            if miss_seen & bit:
+                continue
+            cmd = PRE if cur >= 0 else (-1 if bank == ref_bank else ACT)
+        t = INF
+        if cmd >= 0:
+            t = max(by_ch[cmd], by_bg[bgs[p], cmd], by_bank[bank, cmd])
+            if cmd == ACT and faw_t > t:
+                t = faw_t
         if t <= clk:
             return p, cmd, t
         if t < earliest:
