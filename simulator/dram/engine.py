@@ -477,8 +477,11 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
     read_latency = n_cl + n_bl
     while True:
         # ---- channels ------------------------------------------------------------------------
+        next_try = INF  # the earliest next try of any channel, kept as they are set
         for ch in range(n_ch):
             if chan[ch, C_NEXT_TRY] > clk:
+                if chan[ch, C_NEXT_TRY] < next_try:
+                    next_try = chan[ch, C_NEXT_TRY]
                 continue
             while clk >= chan[ch, C_NEXT_REF]:
                 chan[ch, C_PENDING_REF] += 1
@@ -639,6 +642,8 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
                 chan[ch, C_NEXT_TRY] = clk + 1
             else:
                 chan[ch, C_NEXT_TRY] = earliest if earliest > clk else clk + 1
+            if chan[ch, C_NEXT_TRY] < next_try:
+                next_try = chan[ch, C_NEXT_TRY]
         # ---- front end: in trace order, as many as the buffers take ----------------------------
         pos = scal[S_POS]
         while pos < n_req and req_arrive[pos] <= clk:
@@ -673,6 +678,8 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
                                      wm_high, wm_low, n_faw)
                 if wake < chan[ch, C_NEXT_TRY]:
                     chan[ch, C_NEXT_TRY] = wake
+                    if wake < next_try:
+                        next_try = wake
             pos += 1
         scal[S_POS] = pos
         # ---- done? next cycle with something to do ---------------------------------------------
@@ -693,9 +700,8 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
                 if a < nxt:
                     nxt = a
         # idle channels wake for their refreshes (their next try is the next refresh)
-        for ch in range(n_ch):
-            if chan[ch, C_NEXT_TRY] < nxt:
-                nxt = chan[ch, C_NEXT_TRY]
+        if next_try < nxt:
+            nxt = next_try
         if nxt <= clk:
             nxt = clk + 1
         clk = nxt
