@@ -335,10 +335,13 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
         return -1, -1, earliest
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
+    ready = ready_hit | ready_miss
     for i in range(counts[ch, kind]):
         p = (h + i) & mask
         bank = bufs[ch, kind, F_BANK, p]
         bit = np.int64(1) << bank
+        if not ready & bit:
+            continue  # nothing of this bank's can issue now
         if bufs[ch, kind, F_ROW, p] == open_row[ch, bank]:
             if ready_hit & bit:
                 return p, col, clk
