@@ -145,10 +145,13 @@ def test_a_workload_is_generated_once_per_process_until_its_file_changes(tmp_pat
 
     path = tmp_path / "w.json"
     path.write_text((Path(__file__).parent.parent / "workloads" / "cnn.json").read_text())
-    hw = build("s", "t4", [str(path)], {"l2_bytes": [4 << 20]}, "sampled", "t").points()[0].hardware
+    small, hw = (p.hardware for p in build("s", "t4", [str(path)], {"l2_bytes": [2 << 20, 4 << 20]},
+                                           "sampled", "t").points())
     first = execute._step(str(path))
     assert execute._step(str(path)) is first
+    execute.run_point(str(path), small, "sampled")  # the step is used by one point, then another
     row = execute.run_point(str(path), hw, "sampled")
+    assert execute._step(str(path)) is first
     assert row["step_time_s"] == analyze(str(path), hw, "sampled").estimate.step_time_s
     doc = json.loads(path.read_text())
     doc["data"]["batch_size"] *= 2

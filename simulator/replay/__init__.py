@@ -83,7 +83,7 @@ class Replay:
         self.ms = MemorySystem.from_hardware(hw, controller=memory_path.controller(hw))
         self.memory = (CycleMemory(self.ms) if fidelity == "cycle"
                        else SampledMemory(self.ms, dram_memo))
-        self.placement = placement or place(trace)
+        self.placement = placement if placement is not None else place(trace)
         self.capacity = self.ms.org.capacity_bytes
         self.l2 = L2Cache(cache_capacity(hw))
         self.l2_Bps, self.l2_measured = l2_bandwidth_Bps(hw)
