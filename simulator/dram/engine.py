@@ -45,8 +45,9 @@ N_SCALARS = 8
 # per-channel counters
 C_HIT, C_MISS, C_CONFLICT, C_BUSY, C_RW_SWITCH, C_WR_MODE, C_NEXT_REF, C_REF_BANK = range(8)
 C_LAST_COL, C_PENDING_REF, C_NEXT_TRY = 8, 9, 10
-# a lower bound on when an activated request can next issue (0: look again); bounds only grow,
-# so it holds until the active buffer changes
+# a lower bound on when an activated request can next issue (0: look again); bounds only grow
+# and an activated request's row stays open, so it holds until a request leaves the active
+# buffer (one that joins lowers it to its own earliest cycle)
 C_ABUF_T = 11
 # column commands that follow one to the same bank group (spaced nCCDL, not nCCDS), and that group
 C_SAME_BG, C_LAST_BG = 12, 13
@@ -637,7 +638,12 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
                     if kind == ABUF:
                         chan[ch, C_ABUF_T] = 0
                 elif cmd == ACT and kind != ABUF and counts[ch, ABUF] < caps[ABUF]:
-                    chan[ch, C_ABUF_T] = 0
+                    # the activated request waits for its column command: the bound on the
+                    # active buffer takes its earliest cycle in
+                    col = WR if kind == WBUF else RD
+                    t = _earliest(rch, rbg, rbank, faw_t, ch, col, bg, bank)
+                    if t < chan[ch, C_ABUF_T]:
+                        chan[ch, C_ABUF_T] = t
                     _append(bufs, counts, heads, ch, ABUF, kind, idx)
                     _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, -1)
                     _remove(bufs, counts, heads, ch, kind, idx)
