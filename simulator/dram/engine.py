@@ -355,12 +355,12 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
 def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk,
                       ref_bank):
     """`_first_ready` by one pass over the buffer, cheaper where it is short. (Its hot loop
-    works on the channel's rows of each array: views cost nothing without the NRT.)"""
+    reads the requests through views of the channel's buffer: free without the NRT.)"""
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
     col = WR if kind == WBUF else RD
     banks, rows, bgs = bufs[ch, kind, F_BANK], bufs[ch, kind, F_ROW], bufs[ch, kind, F_BG]
-    opened, by_ch, by_bg, by_bank = open_row[ch], rch[ch], rbg[ch], rbank[ch]
+    opened = open_row[ch]
     earliest = INF
     last_bank = -1
     last_row = -1
@@ -386,12 +386,8 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, 
         else:
             if miss_seen & bit:
                 continue
-            cmd = PRE if cur >= 0 else (-1 if bank == ref_bank else ACT)
-        t = INF
-        if cmd >= 0:
-            t = max(by_ch[cmd], by_bg[bgs[p], cmd], by_bank[bank, cmd])
-            if cmd == ACT and faw_t > t:
-                t = faw_t
+            cmd = _row_command(open_row, ch, bank, ref_bank)
+        t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bgs[p], bank)
         if t <= clk:
             return p, cmd, t
         if t < earliest:
