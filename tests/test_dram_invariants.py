@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 from simulator.config.hardware import load_hardware
 from simulator.dram import commands as C
 from simulator.dram import engine as E
+from simulator.dram import system
 from simulator.dram.checker import check_log
 from simulator.dram.controller import ControllerConfig
 from simulator.dram.system import MemorySystem
+from simulator.gpu import memory_path
 
 HW = load_hardware(VALIDATION)
 
@@ -36,6 +38,7 @@ def traces(draw):
         scheduler=draw(st.sampled_from(["frfcfs", "fcfs"])),
         page_policy=draw(st.sampled_from(["open", "closed"])),
         refresh=draw(st.sampled_from(["all_bank", "per_bank"])),
+        frontend=draw(st.sampled_from(["in_order", "per_channel"])),
         mapping=HW.controller.mapping if draw(st.booleans()) else ControllerConfig().mapping)
     return (np.array(addr, np.uint64) * 32, np.array(write, np.int64),
             np.cumsum(np.array(gaps, np.int64)), ctl)
@@ -158,13 +161,19 @@ def test_checker_catches_a_broken_edge():
     assert any("tCCD" in v for v in check_log(two_reads, ms.timing))
 
 
+@pytest.mark.parametrize("frontend", ["in_order", "per_channel"])
 @pytest.mark.parametrize("mode, interval", [("all_bank", "nREFI"), ("per_bank", "nREFIpb")])
-def test_refresh_count_follows_simulated_time(mode, interval):
-    """Refresh that never fires was a real bug in a peer simulator."""
-    ctl = dataclasses.replace(HW.controller, refresh=mode)
+def test_refresh_count_follows_simulated_time(mode, interval, frontend):
+    """Refresh that never fires was a real bug in a peer simulator. Per-channel front ends run
+    each channel on its own clock: one with no requests still refreshes to the end."""
+    ctl = dataclasses.replace(HW.controller, refresh=mode, frontend=frontend)
     n = 2000
     arrival = np.arange(n, dtype=np.int64) * 100          # sparse: 200,000 CK of time
     addr = np.arange(n, dtype=np.uint64) * 32
+    if frontend == "per_channel":  # one channel's requests only
+        addr = addr[MemorySystem.from_hardware(HW, controller=ctl).decode(addr)["channel"] == 0]
+        arrival = arrival[:len(addr)] * (n // len(addr))
+        n = len(addr)
     ms, _ = _run(addr, np.zeros(n, np.int64), arrival, ctl)
     s = ms.stats()
     t = ms.timing
@@ -200,17 +209,23 @@ def test_default_mapping_reaches_nccds_on_a_stream():
     assert default.stats().bandwidth_GBps > 0.85 * default.stats().peak_bandwidth_GBps
 
 
-def test_streaming_in_chunks_equals_one_feed():
+@pytest.mark.parametrize("frontend", ["in_order", "per_channel"])
+def test_streaming_in_chunks_equals_one_feed(frontend):
     n = 30_000
     rng = np.random.default_rng(3)
     addr = rng.integers(0, 2**24 // 32, n).astype(np.uint64) * 32
     write = (rng.random(n) < 0.3).astype(np.int64)
-    whole = validation_system()
-    whole.feed(addr, write, final=True)
-    parts = validation_system()
-    for k, chunk in enumerate(np.array_split(np.arange(n), 7)):
-        parts.feed(addr[chunk], write[chunk], final=k == 6)
+    ctl = dataclasses.replace(HW.controller, frontend=frontend)
+    whole = MemorySystem.from_hardware(HW, controller=ctl)
+    expected = whole.feed(addr, write, final=True)
+    parts = MemorySystem.from_hardware(HW, controller=ctl)
+    done = np.concatenate([parts.feed(addr[chunk], write[chunk], final=k == 6)
+                           for k, chunk in enumerate(np.array_split(np.arange(n), 7))])
     assert parts.stats().as_dict() == whole.stats().as_dict()
+    # a request still queued when its feed returns completes in a later one, which reports
+    # only its own requests
+    later = done == -1
+    assert 0 < later.sum() < n // 2 and np.array_equal(done[~later], expected[~later])
 
 
 def test_read_after_write_is_forwarded():
@@ -251,15 +266,17 @@ def test_feeding_after_a_drain_carries_the_clock_on():
     assert ms.stats().requests == 2000 and ms.stats().cycles == second.max()
 
 
-def test_after_idle_a_system_serves_as_a_fresh_one():
+@pytest.mark.parametrize("frontend", ["in_order", "per_channel"])
+def test_after_idle_a_system_serves_as_a_fresh_one(frontend):
     """The sampled replay serves each window from idle(): the same requests then take the same
     cycles, counted from the clock, as on a new system, whatever came before (open rows,
     refresh timer, reads still in flight)."""
     addr = np.arange(3000, dtype=np.uint64) * 96
     write = (np.arange(3000) % 3 == 0).astype(np.int64)
-    fresh = validation_system()
+    ctl = dataclasses.replace(HW.controller, frontend=frontend)
+    fresh = MemorySystem.from_hardware(HW, controller=ctl)
     expected = fresh.feed(addr, write, final=True)
-    used = validation_system()
+    used = MemorySystem.from_hardware(HW, controller=ctl)
     used.feed(np.arange(5000, dtype=np.uint64) * 4096, np.zeros(5000, np.int64), final=True)
     last = used.last_completion_ck
     used.idle()
@@ -301,3 +318,60 @@ def test_address_decode_matches_its_definition(card, seed):
             else:
                 want[target] = (want[target] + want[source]) % n
         assert {k: int(got[k][i]) for k in want} == want
+
+
+def _gpu_system(frontend: str) -> MemorySystem:
+    t4 = load_hardware("t4")
+    return MemorySystem.from_hardware(
+        t4, controller=dataclasses.replace(memory_path.controller(t4), frontend=frontend))
+
+
+def test_front_ends_agree_while_no_buffer_fills():
+    """The front ends differ only in what a full buffer holds back: with requests arriving
+    slower than the channels serve them, every request completes at the same cycle."""
+    rng = np.random.default_rng(11)
+    n = 20_000
+    addr = rng.integers(0, 2**28 // 32, n).astype(np.uint64) * 32
+    write = (rng.random(n) < 0.4).astype(np.int64)
+    arrival = np.sort(rng.integers(0, 4 * n, n)).astype(np.int64)
+    runs = [(ms, ms.feed(addr, write, arrival, final=True))
+            for ms in (_gpu_system("in_order"), _gpu_system("per_channel"))]
+    (a, done_a), (b, done_b) = runs
+    assert np.array_equal(done_a, done_b)
+    assert a.stats().as_dict() == b.stats().as_dict()
+
+
+def test_a_full_channel_holds_back_only_its_own_requests_per_channel():
+    """A burst to one channel fills its read buffer; a read to another channel behind it waits
+    for room in the first with an in-order front end, not with per-channel ones."""
+    probe = _gpu_system("in_order")
+    addr = np.arange(200_000, dtype=np.uint64) * 32
+    ch = probe.decode(addr)["channel"]
+    burst = addr[ch == 0][:2000]
+    other = addr[ch == 1][:1]
+    reqs = np.concatenate([burst, other])
+    reads = np.zeros(len(reqs), np.int64)
+    unloaded = probe.feed(other, reads[:1], final=True)[0]
+    held = _gpu_system("in_order").feed(reqs, reads, final=True)[-1]
+    free = _gpu_system("per_channel").feed(reqs, reads, final=True)[-1]
+    assert free == unloaded
+    assert held > 10 * unloaded
+
+
+def test_engine_threads_do_not_change_results(monkeypatch):
+    """Per-channel front ends share the channels among threads; the schedule must not depend
+    on how many."""
+    rng = np.random.default_rng(5)
+    n = 60_000
+    addr = rng.integers(0, 2**26 // 32, n).astype(np.uint64) * 32
+    write = (rng.random(n) < 0.3).astype(np.int64)
+    results = []
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(system, "_threads", threads)
+        ms = _gpu_system("per_channel")
+        assert ms._threads == threads
+        done = ms.feed(addr[: n // 2], write[: n // 2], final=False)  # all at once: buffers fill
+        done = np.concatenate([done, ms.feed(addr[n // 2:], write[n // 2:], final=True)])
+        results.append((done, ms.stats().as_dict()))
+    for done, stats in results[1:]:
+        assert np.array_equal(done, results[0][0]) and stats == results[0][1]

@@ -160,7 +160,6 @@ def parse_hardware(raw: dict, file: str) -> Hardware:
 
 def _controller(raw: dict, file: str) -> ControllerConfig:
     c = dict(raw["memory"].get("controller", {}))
-    c.pop("frontend", None)  # in_order is the one front end there is
     ctl = ControllerConfig.from_dict(c)
     if ctl.write_low_watermark >= ctl.write_high_watermark:
         raise InputError(f"expected write_low_watermark < write_high_watermark "

@@ -9,6 +9,7 @@ from simulator.dram.mapping import AddressMapping
 SCHEDULERS = ("frfcfs", "fcfs")
 PAGE_POLICIES = ("open", "closed")
 REFRESH_MODES = ("all_bank", "per_bank")
+FRONT_ENDS = ("in_order", "per_channel")
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,11 @@ class ControllerConfig:
     scheduler: str = "frfcfs"        # frfcfs: ready commands first, then oldest; fcfs: oldest
     page_policy: str = "open"        # open: rows stay open; closed: auto-precharge (RDA/WRA)
     refresh: str = "all_bank"        # all_bank: REFab every nREFI; per_bank: REFpb every nREFI/16
+    # in_order: requests enter in trace order, the first to find its buffer full holding back
+    # all behind it (a trace-driven simulator's front end); per_channel: each channel takes its
+    # own requests in order, a full buffer holding back only that channel's (a GPU's memory
+    # partitions, each fed by the crossbar from its own L2 slices)
+    frontend: str = "in_order"
     mapping: AddressMapping = field(default_factory=AddressMapping)
 
     @classmethod

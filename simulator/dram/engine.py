@@ -8,7 +8,13 @@ The story each CK cycle, per channel (the order of Ramulator 2's generic control
      a precharge is held back while an activated request still waits for that bank;
   3. issue: at most one command per channel per CK cycle; timing rules update the earliest
      cycle of later commands at channel, bank-group and bank scope.
-Then the front end hands requests over in trace order, as many as the buffers accept.
+Then the front end hands requests over, as many as the buffers accept. Two front ends:
+  - in order (`run`): the trace's order across all channels, the first request to find its
+    buffer full holding back every one behind it, as Ramulator's trace front end does;
+  - per channel (`run_channels`): each channel takes its own requests in trace order, a full
+    buffer holding back only that channel's, as a GPU's memory partitions are fed. Nothing then
+    couples the channels, so each runs on its own clock to the end of a feed, and threads
+    share the channels out (the engine releases the GIL).
 Idle channels are skipped to their next possible event, so the cost follows commands, not cycles.
 
 All times are CK cycles. Requests live in per-channel buffers as rows of int64 fields, so the
@@ -39,9 +45,13 @@ RBUF, WBUF, ABUF = 0, 1, 2
 # request fields
 F_ID, F_ADDR, F_BG, F_BANK, F_ROW, F_WRITE, F_ARRIVE, F_STAT = range(8)
 N_FIELDS = 8
+# fields of a request grouped by channel (per-channel front ends)
+G_ID, G_ADDR, G_WRITE, G_ARRIVE, G_BG, G_BANK, G_ROW = range(7)
+N_GROUPED = 7
 # scalar state slots (int64)
 S_CLK, S_POS, S_QUEUED, S_DONE_READS, S_DONE_WRITES, S_LAST_DONE, S_LOG_N, S_FORWARDED = range(8)
-N_SCALARS = 8
+S_ID_BASE = 8  # the id of the feed's first request: ids run on across feeds, so a request
+N_SCALARS = 9  # queued by an earlier feed writes no completion into this one's
 # per-channel counters
 C_HIT, C_MISS, C_CONFLICT, C_BUSY, C_RW_SWITCH, C_WR_MODE, C_NEXT_REF, C_REF_BANK = range(8)
 C_LAST_COL, C_PENDING_REF, C_NEXT_TRY = 8, 9, 10
@@ -51,7 +61,8 @@ C_LAST_COL, C_PENDING_REF, C_NEXT_TRY = 8, 9, 10
 C_ABUF_T = 11
 # column commands that follow one to the same bank group (spaced nCCDL, not nCCDS), and that group
 C_SAME_BG, C_LAST_BG = 12, 13
-N_CHANNEL_COUNTERS = 14
+C_CLK = 14  # the channel's own clock, with per-channel front ends
+N_CHANNEL_COUNTERS = 15
 # commands (kept in step with commands.py by tests)
 ACT, PRE, PREA, RD, WR, RDA, WRA, REFAB, REFPB = range(9)
 N_CMD = 9
@@ -207,6 +218,14 @@ def _write_queued(bufs, counts, heads, ch, addr):
     return False
 
 
+@njit(**JIT, inline="always")
+def _complete(completion, scal, rid, done):
+    """Record a request's completion cycle, where it belongs to the current feed."""
+    i = rid - scal[S_ID_BASE]
+    if i >= 0 and i < completion.shape[0]:
+        completion[i] = done
+
+
 @njit(**JIT)
 def _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk):
     """Serve a read from a write to its address queued on the channel (buffered or
@@ -219,8 +238,7 @@ def _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk
     scal[S_FORWARDED] += 1
     if done > scal[S_LAST_DONE]:
         scal[S_LAST_DONE] = done
-    if rid < completion.shape[0]:
-        completion[rid] = done
+    _complete(completion, scal, rid, done)
     return True
 
 
@@ -460,6 +478,217 @@ def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk
     return best, best_cmd, best_t <= clk, earliest
 
 
+@njit(**JIT, inline="always")
+def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
+                 rch, rbg, rbank, faw, open_row, cmd_count, bank_cols, lat_hist, rule_lat, log,
+                 completion, settings):
+    """Channel ch's turn at CK cycle clk: refresh, then at most one command; sets its next try.
+    (`settings` is a tuple: a call of more than 30 arguments could not be inlined.)"""
+    (caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh, n_bl, read_latency, n_faw,
+     refresh_every, banks_per_group, n_banks) = settings
+    log_cap = log.shape[0]
+    while clk >= chan[ch, C_NEXT_REF]:
+        chan[ch, C_PENDING_REF] += 1
+        chan[ch, C_NEXT_REF] += refresh_every
+    ref_bank = -1
+    if per_bank_refresh and chan[ch, C_PENDING_REF] > 0:
+        ref_bank = chan[ch, C_REF_BANK]
+    faw_t = _faw_ready(faw, ch, n_faw)
+    issued = False
+    earliest = chan[ch, C_NEXT_REF]
+    found = False
+    kind = -1
+    idx = -1
+    cmd = -1
+    # 1. the active buffer
+    if counts[ch, ABUF] > 0:
+        if chan[ch, C_ABUF_T] > clk:
+            if chan[ch, C_ABUF_T] < earliest:
+                earliest = chan[ch, C_ABUF_T]
+        else:
+            idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, ABUF, open_row, rch, rbg,
+                                         rbank, faw_t, clk, ref_bank, not fcfs)
+            if e < earliest:
+                earliest = e
+            if ready:
+                found = True
+                kind = ABUF
+            else:
+                chan[ch, C_ABUF_T] = e
+    # 2. refresh
+    blocked = False
+    if not found and chan[ch, C_PENDING_REF] > 0:
+        if per_bank_refresh:
+            rb = chan[ch, C_REF_BANK]
+            rcmd = PRE if open_row[ch, rb] >= 0 else REFPB
+            t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, rb // banks_per_group, rb, n_faw)
+            if t <= clk and not (rcmd == PRE
+                                 and _active_blocks(bufs, counts, heads, ch, rb)):
+                _issue(rule_lat, rch, rbg, rbank, faw, open_row,
+                       cmd_count, ch, rcmd, rb // banks_per_group, rb, -1, clk, log,
+                       scal, log_cap, banks_per_group, n_banks)
+                _rows_changed(bank_hits, ch, rcmd, rb)
+                issued = True
+                if rcmd == REFPB:
+                    chan[ch, C_PENDING_REF] -= 1
+                    chan[ch, C_REF_BANK] = (rb + 1) % n_banks
+            elif t < earliest:
+                earliest = t if t > clk else clk + 1
+        else:
+            any_open = False
+            for b in range(n_banks):
+                if open_row[ch, b] >= 0:
+                    any_open = True
+                    break
+            rcmd = PREA if any_open else REFAB
+            t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, -1, -1, n_faw)
+            if t <= clk and not (rcmd == PREA
+                                 and _active_blocks(bufs, counts, heads, ch, -1)):
+                _issue(rule_lat, rch, rbg, rbank, faw, open_row,
+                       cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap,
+                       banks_per_group, n_banks)
+                _rows_changed(bank_hits, ch, rcmd, -1)
+                issued = True
+                if rcmd == REFAB:
+                    chan[ch, C_PENDING_REF] -= 1
+            else:
+                if t < earliest:
+                    earliest = t if t > clk else clk + 1
+            blocked = True  # all-bank refresh holds back reads and writes
+    # 3. reads or writes
+    if not found and not issued and not blocked:
+        nr = counts[ch, RBUF]
+        nw = counts[ch, WBUF]
+        if _mode_switches(chan[ch, C_WR_MODE], nr, nw, caps[WBUF], wm_high, wm_low):
+            chan[ch, C_WR_MODE] = 1 - chan[ch, C_WR_MODE]
+        k = WBUF if chan[ch, C_WR_MODE] == 1 else RBUF
+        if counts[ch, k] > 0:
+            if fcfs:
+                idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, k, open_row, rch, rbg,
+                                             rbank, faw_t, clk, ref_bank, False)
+            else:
+                if counts[ch, k] >= SCAN_BELOW and bank_queued.shape[0] > 0:
+                    idx, cmd, e = _first_ready(bufs, counts, heads, bank_queued,
+                                               bank_hits, ch, k, open_row, rch, rbg,
+                                               rbank, faw_t, clk, ref_bank,
+                                               banks_per_group)
+                else:
+                    idx, cmd, e = _first_ready_scan(bufs, counts, heads, ch, k, open_row,
+                                                    rch, rbg, rbank, faw_t, clk, ref_bank)
+                ready = idx >= 0
+            if e < earliest:
+                earliest = e
+            if ready:
+                found = True
+                kind = k
+    # a precharge must not close a row an activated request is waiting for
+    if found and cmd == PRE and kind != ABUF:
+        if _active_blocks(bufs, counts, heads, ch, bufs[ch, kind, F_BANK, idx]):
+            found = False
+    if found and not issued:
+        bank = bufs[ch, kind, F_BANK, idx]
+        bg = bufs[ch, kind, F_BG, idx]
+        row = bufs[ch, kind, F_ROW, idx]
+        if bufs[ch, kind, F_STAT, idx] == 0:  # first command decides hit/miss/conflict
+            bufs[ch, kind, F_STAT, idx] = 1
+            if cmd == RD or cmd == WR:
+                chan[ch, C_HIT] += 1
+            elif cmd == ACT:
+                chan[ch, C_MISS] += 1
+            else:
+                chan[ch, C_CONFLICT] += 1
+        final_cmd = cmd == RD or cmd == WR
+        if final_cmd and closed_page and not _row_wanted(bufs, counts, heads, ch, bank, row,
+                                                         kind, idx):
+            cmd = RDA if cmd == RD else WRA
+        _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
+               ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group,
+               n_banks)
+        _rows_changed(bank_hits, ch, cmd, bank)
+        issued = True
+        if final_cmd:
+            chan[ch, C_BUSY] += n_bl
+            bank_cols[ch, bank] += 1
+            is_w = 1 if (cmd == WR or cmd == WRA) else 0
+            if chan[ch, C_LAST_COL] >= 0 and chan[ch, C_LAST_COL] != is_w:
+                chan[ch, C_RW_SWITCH] += 1
+            chan[ch, C_LAST_COL] = is_w
+            if chan[ch, C_LAST_BG] == bg:
+                chan[ch, C_SAME_BG] += 1
+            chan[ch, C_LAST_BG] = bg
+            rid = bufs[ch, kind, F_ID, idx]
+            if is_w:
+                done = clk
+                scal[S_DONE_WRITES] += 1
+                slot = _write_slot(write_filter, bufs[ch, kind, F_ADDR, idx])
+                write_filter[ch, slot] -= 1
+            else:
+                done = clk + read_latency
+                lat = done - bufs[ch, kind, F_ARRIVE, idx]
+                lat_hist[lat if lat < LAT_BINS - 1 else LAT_BINS - 1] += 1
+                scal[S_DONE_READS] += 1
+            if done > scal[S_LAST_DONE]:
+                scal[S_LAST_DONE] = done
+            _complete(completion, scal, rid, done)
+            if kind != ABUF:
+                _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, -1)
+            _remove(bufs, counts, heads, ch, kind, idx)
+            scal[S_QUEUED] -= 1
+            if kind == ABUF:
+                chan[ch, C_ABUF_T] = 0
+        elif cmd == ACT and kind != ABUF and counts[ch, ABUF] < caps[ABUF]:
+            # the activated request waits for its column command: the bound on the
+            # active buffer takes its earliest cycle in
+            col = WR if kind == WBUF else RD
+            t = _earliest(rch, rbg, rbank, faw_t, ch, col, bg, bank)
+            if t < chan[ch, C_ABUF_T]:
+                chan[ch, C_ABUF_T] = t
+            _append(bufs, counts, heads, ch, ABUF, kind, idx)
+            _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, -1)
+            _remove(bufs, counts, heads, ch, kind, idx)
+    if issued:
+        chan[ch, C_NEXT_TRY] = clk + 1
+    else:
+        chan[ch, C_NEXT_TRY] = earliest if earliest > clk else clk + 1
+
+
+@njit(**JIT, inline="always")
+def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch, rbg,
+           rbank, faw, open_row, lat_hist, completion, caps, wm_high, wm_low, fcfs, n_faw,
+           ch, addr, is_w, bg, bank, row, rid, clk):
+    """Hand one request to its channel at cycle clk: a read served from a queued write, or
+    queued (the channel's next try moves up if the request can change what it does). False
+    when its buffer is full."""
+    if is_w == 0 and write_filter[ch, _write_slot(write_filter, addr)] > 0 \
+            and _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk):
+        return True
+    k = WBUF if is_w else RBUF
+    n = counts[ch, k]
+    if n >= caps[k]:
+        return False
+    mask = bufs.shape[3] - 1
+    p = (heads[ch, k] + n) & mask
+    bufs[ch, k, F_ID, p] = rid
+    bufs[ch, k, F_ADDR, p] = addr
+    bufs[ch, k, F_BG, p] = bg
+    bufs[ch, k, F_BANK, p] = bank
+    bufs[ch, k, F_ROW, p] = row
+    bufs[ch, k, F_WRITE, p] = is_w
+    bufs[ch, k, F_ARRIVE, p] = clk
+    bufs[ch, k, F_STAT, p] = 0
+    counts[ch, k] = n + 1
+    if is_w:
+        write_filter[ch, _write_slot(write_filter, addr)] += 1
+    _tally(bank_queued, bank_hits, open_row, ch, k, bank, row, 1)
+    scal[S_QUEUED] += 1
+    if chan[ch, C_NEXT_TRY] > clk + 1:
+        wake = _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, k, bg, bank,
+                             row, clk, fcfs, wm_high, wm_low, n_faw)
+        if wake < chan[ch, C_NEXT_TRY]:
+            chan[ch, C_NEXT_TRY] = wake
+    return True
+
+
 @njit(**JIT)
 def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch, rbg, rbank,
         faw, open_row, cmd_count, bank_cols,
@@ -468,13 +697,14 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
         final, completion,
         caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh,
         n_bl, n_cl, n_faw, refresh_every, banks_per_group, n_banks):
-    """Advance the memory system until the chunk is fed (more input needed) or, when `final`,
-    until every request has completed. Returns 1 when it needs the next chunk, 0 when done."""
+    """The in-order front end: requests handed over in trace order, the first that finds its
+    buffer full holding back all behind it (as Ramulator's trace front end does). Advance the
+    memory system until the chunk is fed (more input needed) or, when `final`, until every
+    request has completed. Returns 1 when it needs the next chunk, 0 when done."""
     n_ch = counts.shape[0]
-    mask = bufs.shape[3] - 1
-    log_cap = log.shape[0]
     clk = scal[S_CLK]
-    read_latency = n_cl + n_bl
+    settings = (caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh, n_bl, n_cl + n_bl,
+                n_faw, refresh_every, banks_per_group, n_banks)
     while True:
         # ---- channels ------------------------------------------------------------------------
         next_try = INF  # the earliest next try of any channel, kept as they are set
@@ -483,208 +713,22 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
                 if chan[ch, C_NEXT_TRY] < next_try:
                     next_try = chan[ch, C_NEXT_TRY]
                 continue
-            while clk >= chan[ch, C_NEXT_REF]:
-                chan[ch, C_PENDING_REF] += 1
-                chan[ch, C_NEXT_REF] += refresh_every
-            ref_bank = -1
-            if per_bank_refresh and chan[ch, C_PENDING_REF] > 0:
-                ref_bank = chan[ch, C_REF_BANK]
-            faw_t = _faw_ready(faw, ch, n_faw)
-            issued = False
-            earliest = chan[ch, C_NEXT_REF]
-            found = False
-            kind = -1
-            idx = -1
-            cmd = -1
-            # 1. the active buffer
-            if counts[ch, ABUF] > 0:
-                if chan[ch, C_ABUF_T] > clk:
-                    if chan[ch, C_ABUF_T] < earliest:
-                        earliest = chan[ch, C_ABUF_T]
-                else:
-                    idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, ABUF, open_row, rch, rbg,
-                                                 rbank, faw_t, clk, ref_bank, not fcfs)
-                    if e < earliest:
-                        earliest = e
-                    if ready:
-                        found = True
-                        kind = ABUF
-                    else:
-                        chan[ch, C_ABUF_T] = e
-            # 2. refresh
-            blocked = False
-            if not found and chan[ch, C_PENDING_REF] > 0:
-                if per_bank_refresh:
-                    rb = chan[ch, C_REF_BANK]
-                    rcmd = PRE if open_row[ch, rb] >= 0 else REFPB
-                    t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, rb // banks_per_group, rb, n_faw)
-                    if t <= clk and not (rcmd == PRE
-                                         and _active_blocks(bufs, counts, heads, ch, rb)):
-                        _issue(rule_lat, rch, rbg, rbank, faw, open_row,
-                               cmd_count, ch, rcmd, rb // banks_per_group, rb, -1, clk, log,
-                               scal, log_cap, banks_per_group, n_banks)
-                        _rows_changed(bank_hits, ch, rcmd, rb)
-                        issued = True
-                        if rcmd == REFPB:
-                            chan[ch, C_PENDING_REF] -= 1
-                            chan[ch, C_REF_BANK] = (rb + 1) % n_banks
-                    elif t < earliest:
-                        earliest = t if t > clk else clk + 1
-                else:
-                    any_open = False
-                    for b in range(n_banks):
-                        if open_row[ch, b] >= 0:
-                            any_open = True
-                            break
-                    rcmd = PREA if any_open else REFAB
-                    t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, -1, -1, n_faw)
-                    if t <= clk and not (rcmd == PREA
-                                         and _active_blocks(bufs, counts, heads, ch, -1)):
-                        _issue(rule_lat, rch, rbg, rbank, faw, open_row,
-                               cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap,
-                               banks_per_group, n_banks)
-                        _rows_changed(bank_hits, ch, rcmd, -1)
-                        issued = True
-                        if rcmd == REFAB:
-                            chan[ch, C_PENDING_REF] -= 1
-                    else:
-                        if t < earliest:
-                            earliest = t if t > clk else clk + 1
-                    blocked = True  # all-bank refresh holds back reads and writes
-            # 3. reads or writes
-            if not found and not issued and not blocked:
-                nr = counts[ch, RBUF]
-                nw = counts[ch, WBUF]
-                if _mode_switches(chan[ch, C_WR_MODE], nr, nw, caps[WBUF], wm_high, wm_low):
-                    chan[ch, C_WR_MODE] = 1 - chan[ch, C_WR_MODE]
-                k = WBUF if chan[ch, C_WR_MODE] == 1 else RBUF
-                if counts[ch, k] > 0:
-                    if fcfs:
-                        idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, k, open_row, rch, rbg,
-                                                     rbank, faw_t, clk, ref_bank, False)
-                    else:
-                        if counts[ch, k] >= SCAN_BELOW and bank_queued.shape[0] > 0:
-                            idx, cmd, e = _first_ready(bufs, counts, heads, bank_queued,
-                                                       bank_hits, ch, k, open_row, rch, rbg,
-                                                       rbank, faw_t, clk, ref_bank,
-                                                       banks_per_group)
-                        else:
-                            idx, cmd, e = _first_ready_scan(bufs, counts, heads, ch, k, open_row,
-                                                            rch, rbg, rbank, faw_t, clk, ref_bank)
-                        ready = idx >= 0
-                    if e < earliest:
-                        earliest = e
-                    if ready:
-                        found = True
-                        kind = k
-            # a precharge must not close a row an activated request is waiting for
-            if found and cmd == PRE and kind != ABUF:
-                if _active_blocks(bufs, counts, heads, ch, bufs[ch, kind, F_BANK, idx]):
-                    found = False
-            if found and not issued:
-                bank = bufs[ch, kind, F_BANK, idx]
-                bg = bufs[ch, kind, F_BG, idx]
-                row = bufs[ch, kind, F_ROW, idx]
-                if bufs[ch, kind, F_STAT, idx] == 0:  # first command decides hit/miss/conflict
-                    bufs[ch, kind, F_STAT, idx] = 1
-                    if cmd == RD or cmd == WR:
-                        chan[ch, C_HIT] += 1
-                    elif cmd == ACT:
-                        chan[ch, C_MISS] += 1
-                    else:
-                        chan[ch, C_CONFLICT] += 1
-                final_cmd = cmd == RD or cmd == WR
-                if final_cmd and closed_page and not _row_wanted(bufs, counts, heads, ch, bank, row,
-                                                                 kind, idx):
-                    cmd = RDA if cmd == RD else WRA
-                _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
-                       ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group,
-                       n_banks)
-                _rows_changed(bank_hits, ch, cmd, bank)
-                issued = True
-                if final_cmd:
-                    chan[ch, C_BUSY] += n_bl
-                    bank_cols[ch, bank] += 1
-                    is_w = 1 if (cmd == WR or cmd == WRA) else 0
-                    if chan[ch, C_LAST_COL] >= 0 and chan[ch, C_LAST_COL] != is_w:
-                        chan[ch, C_RW_SWITCH] += 1
-                    chan[ch, C_LAST_COL] = is_w
-                    if chan[ch, C_LAST_BG] == bg:
-                        chan[ch, C_SAME_BG] += 1
-                    chan[ch, C_LAST_BG] = bg
-                    rid = bufs[ch, kind, F_ID, idx]
-                    if is_w:
-                        done = clk
-                        scal[S_DONE_WRITES] += 1
-                        slot = _write_slot(write_filter, bufs[ch, kind, F_ADDR, idx])
-                        write_filter[ch, slot] -= 1
-                    else:
-                        done = clk + read_latency
-                        lat = done - bufs[ch, kind, F_ARRIVE, idx]
-                        lat_hist[lat if lat < LAT_BINS - 1 else LAT_BINS - 1] += 1
-                        scal[S_DONE_READS] += 1
-                    if done > scal[S_LAST_DONE]:
-                        scal[S_LAST_DONE] = done
-                    if rid >= 0 and rid < completion.shape[0]:
-                        completion[rid] = done
-                    if kind != ABUF:
-                        _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, -1)
-                    _remove(bufs, counts, heads, ch, kind, idx)
-                    scal[S_QUEUED] -= 1
-                    if kind == ABUF:
-                        chan[ch, C_ABUF_T] = 0
-                elif cmd == ACT and kind != ABUF and counts[ch, ABUF] < caps[ABUF]:
-                    # the activated request waits for its column command: the bound on the
-                    # active buffer takes its earliest cycle in
-                    col = WR if kind == WBUF else RD
-                    t = _earliest(rch, rbg, rbank, faw_t, ch, col, bg, bank)
-                    if t < chan[ch, C_ABUF_T]:
-                        chan[ch, C_ABUF_T] = t
-                    _append(bufs, counts, heads, ch, ABUF, kind, idx)
-                    _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, -1)
-                    _remove(bufs, counts, heads, ch, kind, idx)
-            if issued:
-                chan[ch, C_NEXT_TRY] = clk + 1
-            else:
-                chan[ch, C_NEXT_TRY] = earliest if earliest > clk else clk + 1
+            _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_filter,
+                         scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, bank_cols,
+                         lat_hist, rule_lat, log, completion, settings)
             if chan[ch, C_NEXT_TRY] < next_try:
                 next_try = chan[ch, C_NEXT_TRY]
         # ---- front end: in trace order, as many as the buffers take ----------------------------
         pos = scal[S_POS]
         while pos < n_req and req_arrive[pos] <= clk:
             ch = req_ch[pos]
-            is_w = req_write[pos]
-            if is_w == 0 and write_filter[ch, _write_slot(write_filter, req_addr[pos])] > 0 \
-                    and _forward(bufs, counts, heads, lat_hist, scal, completion, ch,
-                                 req_addr[pos], req_id[pos], clk):
-                pos += 1
-                continue
-            k = WBUF if is_w else RBUF
-            n = counts[ch, k]
-            if n >= caps[k]:
+            if not _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
+                          rch, rbg, rbank, faw, open_row, lat_hist, completion, caps, wm_high,
+                          wm_low, fcfs, n_faw, ch, req_addr[pos], req_write[pos], req_bg[pos],
+                          req_bank[pos], req_row[pos], req_id[pos], clk):
                 break
-            p = (heads[ch, k] + n) & mask
-            bufs[ch, k, F_ID, p] = req_id[pos]
-            bufs[ch, k, F_ADDR, p] = req_addr[pos]
-            bufs[ch, k, F_BG, p] = req_bg[pos]
-            bufs[ch, k, F_BANK, p] = req_bank[pos]
-            bufs[ch, k, F_ROW, p] = req_row[pos]
-            bufs[ch, k, F_WRITE, p] = is_w
-            bufs[ch, k, F_ARRIVE, p] = clk
-            bufs[ch, k, F_STAT, p] = 0
-            counts[ch, k] = n + 1
-            if is_w:
-                write_filter[ch, _write_slot(write_filter, req_addr[pos])] += 1
-            _tally(bank_queued, bank_hits, open_row, ch, k, req_bank[pos], req_row[pos], 1)
-            scal[S_QUEUED] += 1
-            if chan[ch, C_NEXT_TRY] > clk + 1:
-                wake = _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, k,
-                                     req_bg[pos], req_bank[pos], req_row[pos], clk, fcfs,
-                                     wm_high, wm_low, n_faw)
-                if wake < chan[ch, C_NEXT_TRY]:
-                    chan[ch, C_NEXT_TRY] = wake
-                    if wake < next_try:
-                        next_try = wake
+            if chan[ch, C_NEXT_TRY] < next_try:
+                next_try = chan[ch, C_NEXT_TRY]
             pos += 1
         scal[S_POS] = pos
         # ---- done? next cycle with something to do ---------------------------------------------
@@ -710,3 +754,78 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
         if nxt <= clk:
             nxt = clk + 1
         clk = nxt
+
+
+@njit(**JIT, nogil=True)
+def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
+                 rch, rbg, rbank, faw, open_row, cmd_count, bank_cols, lat_hist, rule_lat, log,
+                 reqs, starts, final, until, completion, caps, wm_high, wm_low, fcfs, closed_page,
+                 per_bank_refresh, n_bl, n_cl, n_faw, refresh_every, banks_per_group, n_banks):
+    """Per-channel front ends: each channel takes its own requests (rows starts[ch] to
+    starts[ch + 1] of `reqs`, from group_by_channel) as its buffers accept them, on its own clock
+    (chan[ch, C_CLK]). Nothing couples channels, so each runs alone to the end of the chunk:
+    every request handed over, or with `final` every request completed and the clock past
+    `until` (so that its refreshes keep time with the other channels'). Threads can share the
+    channels out: `scal` and `lat_hist` are the caller's own, and a request's completion is
+    written only by its channel's thread."""
+    settings = (caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh, n_bl, n_cl + n_bl,
+                n_faw, refresh_every, banks_per_group, n_banks)
+    for ch in channels:
+        clk = chan[ch, C_CLK]
+        pos = starts[ch]
+        end = starts[ch + 1]
+        blocked = 0  # the buffer kind + 1 that holds the next request back, 0 when none
+        while True:
+            if chan[ch, C_NEXT_TRY] <= clk:
+                _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_filter,
+                             scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, bank_cols,
+                             lat_hist, rule_lat, log, completion, settings)
+            # a request held back by its full buffer stays so until a request leaves it (a
+            # read the write buffer could serve would have been served)
+            if blocked and counts[ch, blocked - 1] < caps[blocked - 1]:
+                blocked = 0
+            while not blocked and pos < end and reqs[pos, G_ARRIVE] <= clk:
+                if not _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal,
+                              chan, rch, rbg, rbank, faw, open_row, lat_hist, completion, caps,
+                              wm_high, wm_low, fcfs, n_faw, ch, reqs[pos, G_ADDR],
+                              reqs[pos, G_WRITE], reqs[pos, G_BG], reqs[pos, G_BANK],
+                              reqs[pos, G_ROW], reqs[pos, G_ID], clk):
+                    blocked = (WBUF if reqs[pos, G_WRITE] else RBUF) + 1
+                    break
+                pos += 1
+            if pos >= end and (not final or (
+                    counts[ch, RBUF] + counts[ch, WBUF] + counts[ch, ABUF] == 0
+                    and chan[ch, C_NEXT_TRY] > until)):
+                break
+            nxt = chan[ch, C_NEXT_TRY]  # after refreshes when the channel has nothing queued
+            if pos < end and not blocked and reqs[pos, G_ARRIVE] < nxt:
+                nxt = reqs[pos, G_ARRIVE]
+            clk = nxt if nxt > clk else clk + 1
+        chan[ch, C_CLK] = clk
+
+
+@njit(**JIT, nogil=True)
+def group_by_channel(req_ch, req_addr, req_write, req_arrive, req_bg, req_bank, req_row,
+                     id_base, grouped, starts, fill):
+    """The requests grouped by channel, each group in trace order (a counting sort): row j of
+    `grouped` holds request fields (G_ID, G_ADDR, ...), channel ch's in rows starts[ch] to
+    starts[ch + 1]. `fill` is scratch, one per channel. Grouped, each channel reads its
+    requests in one sweep rather than every sixteenth."""
+    n_ch = fill.shape[0]
+    starts[:] = 0
+    for i in range(req_ch.shape[0]):
+        starts[req_ch[i] + 1] += 1
+    for ch in range(n_ch):
+        starts[ch + 1] += starts[ch]
+        fill[ch] = starts[ch]
+    for i in range(req_ch.shape[0]):
+        ch = req_ch[i]
+        q = fill[ch]
+        grouped[q, G_ID] = id_base + i
+        grouped[q, G_ADDR] = req_addr[i]
+        grouped[q, G_WRITE] = req_write[i]
+        grouped[q, G_ARRIVE] = req_arrive[i]
+        grouped[q, G_BG] = req_bg[i]
+        grouped[q, G_BANK] = req_bank[i]
+        grouped[q, G_ROW] = req_row[i]
+        fill[ch] = q + 1

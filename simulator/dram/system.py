@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +28,32 @@ from simulator.units import BITS_PER_BYTE, tck_ns
 # Micron's GDDR6 "average device power" per bit moved (shared/reference/gddr6.md 1.5); a
 # hardware file may state its own `memory.energy_pj_per_bit`.
 DEFAULT_GDDR6_PJ_PER_BIT = 7.5
+# With per-channel front ends the channels run apart, shared out among threads; a thread is
+# worth starting for this many requests of a feed
+REQUESTS_PER_THREAD = 1 << 13
+
+_threads: int | None = None
+_pool: ThreadPoolExecutor | None = None
+
+
+def engine_threads() -> int:
+    """Threads the engine shares channels among: the CPUs this process may run on, unless
+    set_engine_threads said otherwise (a sweep's worker processes take one each)."""
+    if _threads:
+        return _threads
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def set_engine_threads(n: int) -> None:
+    global _threads
+    _threads = max(1, int(n))
+
+
+def _thread_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=engine_threads(), thread_name_prefix="gddr6")
+    return _pool
 
 
 @dataclass(frozen=True)
@@ -177,7 +205,12 @@ class MemorySystem:
         self._write_filter = np.zeros(
             (n_ch, 1 << (E.WRITE_FILTER_PER_WRITE * writes - 1).bit_length()),
             np.int16 if writes < 2**15 else np.int32)  # small: it is touched at random
-        self._scal = np.zeros(E.N_SCALARS, np.int64)
+        # counts and totals per engine thread (one row with an in-order front end)
+        self._per_channel = controller.frontend == "per_channel"
+        self._threads = min(engine_threads(), n_ch) if self._per_channel and not log_commands else 1
+        # (rows 128 B apart, as are the threads' channels, so that threads share no cache line)
+        self._scal = np.zeros((self._threads, 16), np.int64)
+        self._fed = 0  # requests fed so far: the next feed's first id
         self._chan = np.zeros((n_ch, E.N_CHANNEL_COUNTERS), np.int64)
         # CK cycles between refresh commands per channel: REFab every tREFI, or a REFpb to
         # each bank in turn, 16 per tREFI
@@ -190,7 +223,7 @@ class MemorySystem:
         self._open_row = np.zeros((n_ch, n_banks), np.int64)
         self._cmd_count = np.zeros((n_ch, E.N_CMD), np.int64)
         self._bank_cols = np.zeros((n_ch, n_banks), np.int64)
-        self._lat_hist = np.zeros(E.LAT_BINS, np.int64)
+        self._lat_hist = np.zeros((self._threads, E.LAT_BINS), np.int64)
         self._lat = np.full((3, C.N_COMMANDS, C.N_COMMANDS), E.NO_RULE, np.int64)
         for r in C.rules(timing):
             self._lat[r.level, r.prev, r.next] = max(self._lat[r.level, r.prev, r.next], r.latency)
@@ -243,23 +276,66 @@ class MemorySystem:
         self.check_addresses(addresses)
         f = self.decode(addresses)
         bank = f["bankgroup"] * self.org.banks_per_group + f["bank"]
-        ids = np.arange(n, dtype=np.int64)
         completion = np.full(n if want_completion else 0, -1, np.int64)
-        self._scal[E.S_POS] = 0
-        t = self.timing
-        c = self.controller
-        E.run(self._bufs, self._counts, self._heads, self._bank_queued, self._bank_hits,
-              self._write_filter, self._scal, self._chan, self._rch, self._rbg,
-              self._rbank, self._faw, self._open_row, self._cmd_count, self._bank_cols,
-              self._lat_hist, self._lat, self._log,
-              addresses.view(np.int64), is_write, arrival, f["channel"], f["bankgroup"], bank,
-              f["row"], ids, n, final, completion,
-              self._caps, c.write_high_watermark, c.write_low_watermark, c.scheduler == "fcfs",
-              c.page_policy == "closed", c.refresh == "per_bank",
-              t.nBL, t.nCL, t.nFAW, self._refresh_every, self.org.banks_per_group,
-              self.org.banks)
+        requests = (addresses.view(np.int64), is_write, arrival)
+        id_base = self._fed
+        self._fed += n
+        self._scal[:, E.S_ID_BASE] = id_base
+        if self._per_channel:
+            self._run_channels(requests, f["channel"], f["bankgroup"], bank, f["row"], id_base,
+                               final, completion)
+        else:
+            self._scal[0, E.S_POS] = 0
+            E.run(*self._state(), self._scal[0], self._chan, *self._tables(),
+                  self._lat_hist[0], self._lat, self._log, *requests, f["channel"],
+                  f["bankgroup"], bank, f["row"], np.arange(id_base, id_base + n), n, final,
+                  completion, *self._settings())
         self._finished = self._finished or final
         return completion
+
+    def _state(self) -> tuple:
+        return (self._bufs, self._counts, self._heads, self._bank_queued, self._bank_hits,
+                self._write_filter)
+
+    def _tables(self) -> tuple:
+        return (self._rch, self._rbg, self._rbank, self._faw, self._open_row,
+                self._cmd_count, self._bank_cols)
+
+    def _settings(self) -> tuple:
+        t, c = self.timing, self.controller
+        return (self._caps, c.write_high_watermark, c.write_low_watermark,
+                c.scheduler == "fcfs", c.page_policy == "closed", c.refresh == "per_bank",
+                t.nBL, t.nCL, t.nFAW, self._refresh_every, self.org.banks_per_group,
+                self.org.banks)
+
+    def _run_channels(self, requests: tuple, channel: np.ndarray, bankgroup: np.ndarray,
+                      bank: np.ndarray, row: np.ndarray, id_base: int, final: bool,
+                      completion: np.ndarray) -> None:
+        """Per-channel front ends: the requests grouped by channel, and the channels shared
+        out among threads in contiguous blocks (threads then share no cache line of state)."""
+        n, n_ch = len(channel), self.org.channels
+        grouped = np.empty((n, E.N_GROUPED), np.int64)
+        starts = np.empty(n_ch + 1, np.int64)
+        E.group_by_channel(channel, *requests, bankgroup, bank, row, id_base, grouped, starts,
+                           np.empty(n_ch, np.int64))
+        threads = min(self._threads, max(1, n // REQUESTS_PER_THREAD))
+        state, tables, settings = self._state(), self._tables(), self._settings()
+
+        def run(until: int, starts: np.ndarray) -> None:
+            def share(k: int) -> None:
+                E.run_channels(np.arange(k * n_ch // threads, (k + 1) * n_ch // threads),
+                               *state, self._scal[k], self._chan, *tables, self._lat_hist[k],
+                               self._lat, self._log, grouped, starts, final, until,
+                               completion, *settings)
+            if threads == 1:
+                share(0)
+            else:
+                for job in [_thread_pool().submit(share, k) for k in range(threads)]:
+                    job.result()
+
+        run(-1, starts)
+        if final:  # the channels that finished first keep their refreshes up to the last
+            run(int(self._chan[:, E.C_CLK].max()), np.zeros(n_ch + 1, np.int64))
 
     def run_trace(self, path: Path) -> DramStats:
         """Stream a DRAMsim3-format trace file through the system."""
@@ -280,9 +356,11 @@ class MemorySystem:
         clock moved on to it, rows closed, no timing rule pending, the refresh timer starting
         now, reads mode. What it serves next then depends on nothing fed before (the counts
         and statistics carry on)."""
-        if self._scal[E.S_QUEUED]:
+        if self._counts.any():
             raise RuntimeError("idle() with requests still queued")
-        now = self._scal[E.S_CLK] = max(self._scal[E.S_CLK], self._scal[E.S_LAST_DONE])
+        now = max(self.now_ck, self.last_completion_ck)
+        self._scal[:, E.S_CLK] = now
+        self._chan[:, E.C_CLK] = now
         self._chan[:, E.C_NEXT_REF] = now + self._refresh_every
         for slot, value in ((E.C_PENDING_REF, 0), (E.C_REF_BANK, 0), (E.C_WR_MODE, 0),
                             (E.C_LAST_COL, -1), (E.C_LAST_BG, -1), (E.C_NEXT_TRY, now),
@@ -298,19 +376,25 @@ class MemorySystem:
     @property
     def now_ck(self) -> int:
         """The engine's clock: the CK cycle it has simulated up to."""
-        return int(self._scal[E.S_CLK])
+        if self._per_channel:
+            return int(self._chan[:, E.C_CLK].max())
+        return int(self._scal[0, E.S_CLK])
 
     @property
     def last_completion_ck(self) -> int:
         """CK cycle at which the latest request so far completed."""
-        return int(self._scal[E.S_LAST_DONE])
+        return int(self._scal[:, E.S_LAST_DONE].max())
+
+    def _total(self, slot: int) -> int:
+        """A count summed over the engine's threads."""
+        return int(self._scal[:, slot].sum())
 
     def counters(self) -> Counters:
         """Cumulative counts, so a caller can attribute the difference to what it fed between."""
         t = self.timing
         cc = self._cmd_count.sum(axis=0)
         return Counters(
-            requests=int(self._scal[E.S_DONE_READS] + self._scal[E.S_DONE_WRITES]),
+            requests=self._total(E.S_DONE_READS) + self._total(E.S_DONE_WRITES),
             row_misses=int(self._chan[:, E.C_MISS].sum()),
             row_conflicts=int(self._chan[:, E.C_CONFLICT].sum()),
             rw_switches=int(self._chan[:, E.C_RW_SWITCH].sum()),
@@ -320,22 +404,25 @@ class MemorySystem:
             channel_busy=self._chan[:, E.C_BUSY].copy())
 
     def command_log(self) -> np.ndarray:
-        """(n, 6) int64 rows of (cycle CK, channel, command, bank group, bank, row)."""
-        n = int(self._scal[E.S_LOG_N])
+        """(n, 6) int64 rows of (cycle CK, channel, command, bank group, bank, row), in time
+        order (channels in order within a cycle)."""
+        n = int(self._scal[0, E.S_LOG_N])  # one thread when commands are logged
         if n > len(self._log):
             raise RuntimeError(f"command log overflowed: {n} commands, room for {len(self._log)}")
-        return self._log[:n].copy()
+        log = self._log[:n]
+        # per-channel front ends log channel after channel: put the commands in time order
+        return log[np.lexsort((log[:, 1], log[:, 0]))] if self._per_channel else log.copy()
 
     def stats(self) -> DramStats:
         t = self.timing
         cc = self._cmd_count.sum(axis=0)
         c = self.counters()
-        reads = int(self._scal[E.S_DONE_READS])
+        reads = self._total(E.S_DONE_READS)
         return DramStats(
             requests=c.requests, reads=reads, writes=c.requests - reads,
-            cycles=int(self._scal[E.S_LAST_DONE]), tck_ns=self.tck_ns,
+            cycles=self.last_completion_ck, tck_ns=self.tck_ns,
             peak_bandwidth_GBps=self.peak_bandwidth_GBps,
-            read_latency_cycles=_percentiles(self._lat_hist),
+            read_latency_cycles=_percentiles(self._lat_hist.sum(axis=0)),
             commands={"ACT": int(cc[C.ACT]), "PRE": int(cc[C.PRE] + cc[C.PREA]),
                       "RD": int(cc[C.RD] + cc[C.RDA]), "WR": int(cc[C.WR] + cc[C.WRA]),
                       "REF": int(cc[C.REFAB] + cc[C.REFPB]), "PREA": int(cc[C.PREA]),
@@ -344,7 +431,7 @@ class MemorySystem:
             row_hits=int(self._chan[:, E.C_HIT].sum()),
             row_misses=c.row_misses,
             row_conflicts=c.row_conflicts,
-            forwarded_reads=int(self._scal[E.S_FORWARDED]),
+            forwarded_reads=self._total(E.S_FORWARDED),
             refreshes=int(cc[C.REFAB] + cc[C.REFPB]),
             channel_busy_cycles=c.channel_busy,
             bank_accesses=self._bank_cols.copy(),

@@ -4,9 +4,12 @@ A GPU keeps far more requests in flight than a CPU-style controller: the L2 slic
 and hold dirty lines until they are written back in long batches. Modelled as deep per-channel
 read and write queues (Little's law: 256 x 32 B per channel in flight covers about 500 ns of
 latency at full rate), writes drained in batches of about 230 (from 95 % to 50 % of a
-512-entry queue), with per-bank refresh as GDDR6 GPUs use. One setting for every card; the
-card-specific part is its organisation, timing and hashing. benchmarks/stream_fidelity.py
-compares the result with sustained bandwidth measured on three cards.
+512-entry queue), with per-bank refresh as GDDR6 GPUs use. Each channel's queues fill from its
+own requests (per-channel front ends): the crossbar feeds every memory partition from its own
+L2 slices, so a full queue holds back that partition's misses, not the whole GPU's. One
+setting for every card; the card-specific part is its organisation, timing and hashing.
+benchmarks/stream_fidelity.py compares the result with sustained bandwidth measured on three
+cards.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from simulator.dram.controller import ControllerConfig
 GPU_CONTROLLER = ControllerConfig(
     read_buffer=256, write_buffer=512, active_buffer=32,
     write_high_watermark=0.95, write_low_watermark=0.5,
-    scheduler="frfcfs", page_policy="open", refresh="per_bank")
+    scheduler="frfcfs", page_policy="open", refresh="per_bank", frontend="per_channel")
 
 
 def controller(hw: Hardware) -> ControllerConfig:

@@ -24,6 +24,7 @@ from typing import Any
 
 from simulator import resources
 from simulator.config.hardware import Hardware
+from simulator.dram.system import engine_threads, set_engine_threads
 from simulator.errors import InputError
 from simulator.gpu import memory_path
 from simulator.sweep.spec import Point, SweepSpec
@@ -142,7 +143,8 @@ def _local(todo: list[Point], fidelity: str, workers: int
         return
     by_id = {p.id: p for p in todo}
     with multiprocessing.Manager() as manager, \
-            ProcessPoolExecutor(max_workers=workers) as pool:
+            ProcessPoolExecutor(max_workers=workers, initializer=set_engine_threads,
+                                initargs=(max(1, engine_threads() // workers),)) as pool:
         results = manager.Queue()
         futures = {pool.submit(_run_group, g, fidelity, results): g for g in groups}
         while by_id:

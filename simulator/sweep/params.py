@@ -33,7 +33,7 @@ ALIASES = {
 _PEAKS = ("fp64", "fp32", "fp16_vector", "tf32_tensor", "fp16_tensor", "bf16_tensor",
           "fp8_tensor", "int8_tensor")
 _CONTROLLER = ("read_buffer", "write_buffer", "active_buffer", "write_high_watermark",
-               "write_low_watermark", "scheduler", "page_policy", "refresh")
+               "write_low_watermark", "scheduler", "page_policy", "refresh", "frontend")
 
 
 def _timing_names() -> tuple[str, ...]:
