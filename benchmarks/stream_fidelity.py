@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the checkout's simulator, not an older installed copy
 sys.path.insert(0, str(ROOT / "tests"))
 
 from reference_figures import STREAM_MEASURED  # noqa: E402
