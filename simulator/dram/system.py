@@ -38,7 +38,7 @@ _pool: ThreadPoolExecutor | None = None
 
 def engine_threads() -> int:
     """Threads the engine shares channels among: the CPUs this process may run on, unless
-    set_engine_threads said otherwise (a sweep's worker processes take one each)."""
+    set_engine_threads said otherwise (a sweep's worker processes share the CPUs out)."""
     if _threads:
         return _threads
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -208,8 +208,9 @@ class MemorySystem:
         # counts and totals per engine thread (one row with an in-order front end)
         self._per_channel = controller.frontend == "per_channel"
         self._threads = min(engine_threads(), n_ch) if self._per_channel and not log_commands else 1
-        # (rows 128 B apart, as are the threads' channels, so that threads share no cache line)
-        self._scal = np.zeros((self._threads, 16), np.int64)
+        # (rows of at least 128 B, as the threads' channels are contiguous blocks, so that
+        # threads share no cache line)
+        self._scal = np.zeros((self._threads, max(E.N_SCALARS, 16)), np.int64)
         self._fed = 0  # requests fed so far: the next feed's first id
         self._chan = np.zeros((n_ch, E.N_CHANNEL_COUNTERS), np.int64)
         # CK cycles between refresh commands per channel: REFab every tREFI, or a REFpb to
