@@ -6,11 +6,6 @@ from dataclasses import dataclass, field
 
 from simulator.dram.mapping import AddressMapping
 
-SCHEDULERS = ("frfcfs", "fcfs")
-PAGE_POLICIES = ("open", "closed")
-REFRESH_MODES = ("all_bank", "per_bank")
-FRONT_ENDS = ("in_order", "per_channel")
-
 
 @dataclass(frozen=True)
 class ControllerConfig:

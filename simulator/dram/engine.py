@@ -483,7 +483,8 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                  rch, rbg, rbank, faw, open_row, cmd_count, bank_cols, lat_hist, rule_lat, log,
                  completion, settings):
     """Channel ch's turn at CK cycle clk: refresh, then at most one command; sets its next try.
-    (`settings` is a tuple: a call of more than 30 arguments could not be inlined.)"""
+    `settings` is the controller's and timing's constants as one tuple (MemorySystem makes it;
+    a call of more than 30 arguments could not be inlined)."""
     (caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh, n_bl, read_latency, n_faw,
      refresh_every, banks_per_group, n_banks) = settings
     log_cap = log.shape[0]
@@ -654,11 +655,13 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
 
 @njit(**JIT, inline="always")
 def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch, rbg,
-           rbank, faw, open_row, lat_hist, completion, caps, wm_high, wm_low, fcfs, n_faw,
-           ch, addr, is_w, bg, bank, row, rid, clk):
+           rbank, faw, open_row, lat_hist, completion, settings, ch, addr, is_w, bg, bank, row,
+           rid, clk):
     """Hand one request to its channel at cycle clk: a read served from a queued write, or
     queued (the channel's next try moves up if the request can change what it does). False
     when its buffer is full."""
+    caps, wm_high, wm_low, fcfs, n_faw = (settings[0], settings[1], settings[2], settings[3],
+                                          settings[8])
     if is_w == 0 and write_filter[ch, _write_slot(write_filter, addr)] > 0 \
             and _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk):
         return True
@@ -694,17 +697,15 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
         faw, open_row, cmd_count, bank_cols,
         lat_hist, rule_lat, log,
         req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, req_id, n_req,
-        final, completion,
-        caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh,
-        n_bl, n_cl, n_faw, refresh_every, banks_per_group, n_banks):
+        final, completion, settings):
     """The in-order front end: requests handed over in trace order, the first that finds its
     buffer full holding back all behind it (as Ramulator's trace front end does). Advance the
     memory system until the chunk is fed (more input needed) or, when `final`, until every
-    request has completed. Returns 1 when it needs the next chunk, 0 when done."""
+    request has completed. Returns 1 when it needs the next chunk, 0 when done. `settings`:
+    see _try_channel."""
+    caps = settings[0]
     n_ch = counts.shape[0]
     clk = scal[S_CLK]
-    settings = (caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh, n_bl, n_cl + n_bl,
-                n_faw, refresh_every, banks_per_group, n_banks)
     while True:
         # ---- channels ------------------------------------------------------------------------
         next_try = INF  # the earliest next try of any channel, kept as they are set
@@ -723,9 +724,9 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
         while pos < n_req and req_arrive[pos] <= clk:
             ch = req_ch[pos]
             if not _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
-                          rch, rbg, rbank, faw, open_row, lat_hist, completion, caps, wm_high,
-                          wm_low, fcfs, n_faw, ch, req_addr[pos], req_write[pos], req_bg[pos],
-                          req_bank[pos], req_row[pos], req_id[pos], clk):
+                          rch, rbg, rbank, faw, open_row, lat_hist, completion, settings, ch,
+                          req_addr[pos], req_write[pos], req_bg[pos], req_bank[pos],
+                          req_row[pos], req_id[pos], clk):
                 break
             if chan[ch, C_NEXT_TRY] < next_try:
                 next_try = chan[ch, C_NEXT_TRY]
@@ -759,17 +760,15 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
 @njit(**JIT, nogil=True)
 def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
                  rch, rbg, rbank, faw, open_row, cmd_count, bank_cols, lat_hist, rule_lat, log,
-                 reqs, starts, final, until, completion, caps, wm_high, wm_low, fcfs, closed_page,
-                 per_bank_refresh, n_bl, n_cl, n_faw, refresh_every, banks_per_group, n_banks):
+                 reqs, starts, final, until, completion, settings):
     """Per-channel front ends: each channel takes its own requests (rows starts[ch] to
     starts[ch + 1] of `reqs`, from group_by_channel) as its buffers accept them, on its own clock
     (chan[ch, C_CLK]). Nothing couples channels, so each runs alone to the end of the chunk:
     every request handed over, or with `final` every request completed and the clock past
     `until` (so that its refreshes keep time with the other channels'). Threads can share the
     channels out: `scal` and `lat_hist` are the caller's own, and a request's completion is
-    written only by its channel's thread."""
-    settings = (caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh, n_bl, n_cl + n_bl,
-                n_faw, refresh_every, banks_per_group, n_banks)
+    written only by its channel's thread. `settings`: see _try_channel."""
+    caps = settings[0]
     for ch in channels:
         clk = chan[ch, C_CLK]
         pos = starts[ch]
@@ -786,10 +785,10 @@ def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_fi
                 blocked = 0
             while not blocked and pos < end and reqs[pos, G_ARRIVE] <= clk:
                 if not _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal,
-                              chan, rch, rbg, rbank, faw, open_row, lat_hist, completion, caps,
-                              wm_high, wm_low, fcfs, n_faw, ch, reqs[pos, G_ADDR],
-                              reqs[pos, G_WRITE], reqs[pos, G_BG], reqs[pos, G_BANK],
-                              reqs[pos, G_ROW], reqs[pos, G_ID], clk):
+                              chan, rch, rbg, rbank, faw, open_row, lat_hist, completion,
+                              settings, ch, reqs[pos, G_ADDR], reqs[pos, G_WRITE],
+                              reqs[pos, G_BG], reqs[pos, G_BANK], reqs[pos, G_ROW],
+                              reqs[pos, G_ID], clk):
                     blocked = (WBUF if reqs[pos, G_WRITE] else RBUF) + 1
                     break
                 pos += 1

@@ -290,7 +290,7 @@ class MemorySystem:
             E.run(*self._state(), self._scal[0], self._chan, *self._tables(),
                   self._lat_hist[0], self._lat, self._log, *requests, f["channel"],
                   f["bankgroup"], bank, f["row"], np.arange(id_base, id_base + n), n, final,
-                  completion, *self._settings())
+                  completion, self._settings())
         self._finished = self._finished or final
         return completion
 
@@ -306,8 +306,8 @@ class MemorySystem:
         t, c = self.timing, self.controller
         return (self._caps, c.write_high_watermark, c.write_low_watermark,
                 c.scheduler == "fcfs", c.page_policy == "closed", c.refresh == "per_bank",
-                t.nBL, t.nCL, t.nFAW, self._refresh_every, self.org.banks_per_group,
-                self.org.banks)
+                t.nBL, t.nCL + t.nBL, t.nFAW, self._refresh_every, self.org.banks_per_group,
+                self.org.banks)  # nCL + nBL: a read's latency from its RD
 
     def _run_channels(self, requests: tuple, channel: np.ndarray, bankgroup: np.ndarray,
                       bank: np.ndarray, row: np.ndarray, id_base: int, final: bool,
@@ -327,7 +327,7 @@ class MemorySystem:
                 E.run_channels(np.arange(k * n_ch // threads, (k + 1) * n_ch // threads),
                                *state, self._scal[k], self._chan, *tables, self._lat_hist[k],
                                self._lat, self._log, grouped, starts, final, until,
-                               completion, *settings)
+                               completion, settings)
             if threads == 1:
                 share(0)
             else:
