@@ -696,7 +696,7 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
 def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch, rbg, rbank,
         faw, open_row, cmd_count, bank_cols,
         lat_hist, rule_lat, log,
-        req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, req_id, n_req,
+        req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, n_req,
         final, completion, settings):
     """The in-order front end: requests handed over in trace order, the first that finds its
     buffer full holding back all behind it (as Ramulator's trace front end does). Advance the
@@ -726,7 +726,7 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
             if not _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
                           rch, rbg, rbank, faw, open_row, lat_hist, completion, settings, ch,
                           req_addr[pos], req_write[pos], req_bg[pos], req_bank[pos],
-                          req_row[pos], req_id[pos], clk):
+                          req_row[pos], scal[S_ID_BASE] + pos, clk):
                 break
             if chan[ch, C_NEXT_TRY] < next_try:
                 next_try = chan[ch, C_NEXT_TRY]

@@ -289,8 +289,7 @@ class MemorySystem:
             self._scal[0, E.S_POS] = 0
             E.run(*self._state(), self._scal[0], self._chan, *self._tables(),
                   self._lat_hist[0], self._lat, self._log, *requests, f["channel"],
-                  f["bankgroup"], bank, f["row"], np.arange(id_base, id_base + n), n, final,
-                  completion, self._settings())
+                  f["bankgroup"], bank, f["row"], n, final, completion, self._settings())
         self._finished = self._finished or final
         return completion
 
