@@ -71,6 +71,24 @@ def test_random_traces_obey_every_timing_edge(trace):
     assert np.array_equal(ms.command_log(), ms2.command_log())
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(traces(), st.booleans())
+def test_skipping_to_the_next_possible_command_changes_nothing(trace, at_once):
+    """A channel skips from a try to the earliest cycle at which a command could issue (from
+    bounds that only grow), or a request arrive, or a refresh fall due. Trying every CK cycle
+    instead must issue the same commands at the same cycles. With every request arriving at
+    once the buffers run deep."""
+    addr, write, arrival, ctl = trace
+    if at_once:
+        arrival = np.zeros_like(arrival)
+    skipping, done = _run(addr, write, arrival, ctl)
+    every = MemorySystem.from_hardware(HW, log_commands=20_000, controller=ctl)
+    every.try_every_cycle = True
+    assert np.array_equal(done, every.feed(addr, write, arrival, final=True))
+    assert np.array_equal(skipping.command_log(), every.command_log())
+    assert skipping.stats().as_dict() == every.stats().as_dict()
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from([2**14, 2**20, 2**30]),
        st.sampled_from([0.0, 0.3, 0.5]), st.sampled_from(["open", "closed"]),

@@ -15,7 +15,9 @@ Then the front end hands requests over, as many as the buffers accept. Two front
     buffer holding back only that channel's, as a GPU's memory partitions are fed. Nothing then
     couples the channels, so each runs on its own clock to the end of a feed, and threads
     share the channels out (the engine releases the GIL).
-Idle channels are skipped to their next possible event, so the cost follows commands, not cycles.
+Channels skip to their next possible event, so the cost follows commands, not cycles: after a
+try that issues too, FR-FCFS's pass over the buffer bounds when the other banks could issue next
+(tests compare with trying every cycle).
 
 All times are CK cycles. Requests live in per-channel buffers as rows of int64 fields, so the
 trace can be streamed through in chunks. Each buffer is a ring in age order (`heads` holds where
@@ -320,7 +322,9 @@ def _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank):
 def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row, rch, rbg,
                  rbank, faw_t, clk, ref_bank, banks_per_group):
     """FR-FCFS over a read or write buffer, whose order is age order: the first request whose
-    next command is ready. Returns (slot or -1, command, earliest ready cycle seen).
+    next command is ready. Returns (slot or -1, command, earliest ready cycle seen of the
+    commands not ready now, which of the other banks' commands are ready now: 1 column, 2 row).
+    With bounds that only grow, these bound when the other banks can issue after this one.
 
     A bank's queued requests fall in two classes that each wait for one command: those for its
     open row (the column command) and the others (PRE, or ACT when the bank is closed). So the
@@ -351,7 +355,7 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
             elif t < earliest:
                 earliest = t
     if ready_hit == 0 and ready_miss == 0:
-        return -1, -1, earliest
+        return -1, -1, earliest, 0
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
     ready = ready_hit | ready_miss
@@ -361,19 +365,22 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
         bit = np.int64(1) << bank
         if not ready & bit:
             continue  # nothing of this bank's can issue now
+        # the other banks with a command ready now: 1 for a column command, 2 for a row one
+        others = (1 if ready_hit & ~bit else 0) | (2 if ready_miss & ~bit else 0)
         if bufs[ch, kind, F_ROW, p] == open_row[ch, bank]:
             if ready_hit & bit:
-                return p, col, clk
+                return p, col, earliest, others
         elif ready_miss & bit:
-            return p, _row_command(open_row, ch, bank, ref_bank), clk
-    return -1, -1, earliest  # not reached: a ready class has a request
+            return p, _row_command(open_row, ch, bank, ref_bank), earliest, others
+    return -1, -1, earliest, 0  # not reached: a ready class has a request
 
 
 @njit(**JIT, inline="always")
 def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk,
                       ref_bank):
     """`_first_ready` by one pass over the buffer, cheaper where it is short. (Its hot loop
-    reads the requests through views of the channel's buffer: free without the NRT.)"""
+    reads the requests through views of the channel's buffer: free without the NRT.) The pass
+    goes on past the request found, to learn what the other banks could issue after it."""
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
     col = WR if kind == WBUF else RD
@@ -382,17 +389,19 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, 
     earliest = INF
     last_bank = -1
     last_row = -1
-    # banks already found not ready for a row other than their open one, and for their open
-    # row: another request to such a bank in the same case needs the same command at the same
-    # bank, and waits as long
+    # banks already seen for a row other than their open one, and for their open row: another
+    # request to such a bank in the same case needs the same command at the same bank
     miss_seen = 0
     hit_seen = 0
+    found = -1
+    found_cmd = -1
+    others = 0
     for i in range(counts[ch, kind]):
         p = (h + i) & mask
         bank = banks[p]
         row = rows[p]
         if bank == last_bank and row == last_row:
-            continue  # same row as the request before it: same command, not ready either
+            continue  # same row as the request before it: same command, seen
         last_bank = bank
         last_row = row
         cur = opened[bank]
@@ -400,21 +409,35 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, 
         if cur == row:
             if hit_seen & bit:
                 continue
+            hit_seen |= bit
             cmd = col
         else:
             if miss_seen & bit:
                 continue
+            miss_seen |= bit
             cmd = _row_command(open_row, ch, bank, ref_bank)
         t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bgs[p], bank)
-        if t <= clk:
-            return p, cmd, t
-        if t < earliest:
-            earliest = t
-        if cur != row:
+        if t > clk:
+            if t < earliest:
+                earliest = t
+        elif found < 0:
+            found = p
+            found_cmd = cmd
+            hit_seen |= bit  # the bank found is looked at anew once its command has issued
             miss_seen |= bit
         else:
-            hit_seen |= bit
-    return -1, -1, earliest
+            others |= 1 if cur == row else 2
+    return found, found_cmd, earliest, others
+
+
+@njit(**JIT, inline="always")
+def _bank_next(rch, rbg, rbank, faw, open_row, ch, kind, bg, bank, n_faw):
+    """The earliest a request of this buffer kind could next issue at the bank: its open
+    row's column command, or the row command (PRE, or ACT when closed)."""
+    faw_t = _faw_ready(faw, ch, n_faw)
+    t = _earliest(rch, rbg, rbank, faw_t, ch, WR if kind == WBUF else RD, bg, bank)
+    r = _earliest(rch, rbg, rbank, faw_t, ch, _row_command(open_row, ch, bank, -1), bg, bank)
+    return r if r < t else t
 
 
 @njit(**JIT, inline="always")
@@ -431,11 +454,12 @@ def _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, kind, 
                   clk, fcfs, wm_high, wm_low, n_faw):
     """When a request just queued on channel ch can first change what the channel does.
 
-    The next cycle where it could turn the channel's read/write mode, and under FCFS or with
-    a refresh pending (kept simple). Otherwise only the request itself is new: FR-FCFS takes
+    The next cycle where it could turn the channel's read/write mode, and under FCFS (kept
+    simple). Otherwise only the request itself is new (a pending refresh only holds it back
+    longer): FR-FCFS takes
     it once its command is ready if it is in the buffer being served, and never before the
     mode turns if not (the channel's next try already covers every other event)."""
-    if fcfs or chan[ch, C_PENDING_REF] > 0 or _mode_switches(
+    if fcfs or _mode_switches(
             chan[ch, C_WR_MODE], counts[ch, RBUF], counts[ch, WBUF], caps[WBUF], wm_high,
             wm_low):
         return clk + 1
@@ -486,7 +510,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
     `settings` is the controller's and timing's constants as one tuple (MemorySystem makes it;
     a call of more than 30 arguments could not be inlined)."""
     (caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh, n_bl, read_latency, n_faw,
-     refresh_every, banks_per_group, n_banks) = settings
+     refresh_every, banks_per_group, n_banks, every_cycle) = settings
     log_cap = log.shape[0]
     while clk >= chan[ch, C_NEXT_REF]:
         chan[ch, C_PENDING_REF] += 1
@@ -498,9 +522,13 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
     issued = False
     earliest = chan[ch, C_NEXT_REF]
     found = False
+    bounded = False  # found with a bound on the other banks' next command (deep FR-FCFS)
     kind = -1
     idx = -1
     cmd = -1
+    bank = -1
+    bg = -1
+    others = 0
     # 1. the active buffer
     if counts[ch, ABUF] > 0:
         if chan[ch, C_ABUF_T] > clk:
@@ -533,8 +561,8 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                 if rcmd == REFPB:
                     chan[ch, C_PENDING_REF] -= 1
                     chan[ch, C_REF_BANK] = (rb + 1) % n_banks
-            elif t < earliest:
-                earliest = t if t > clk else clk + 1
+            elif clk < t < earliest:  # (held back, it waits for an activated request's
+                earliest = t          # column command, whose bound is in earliest)
         else:
             any_open = False
             for b in range(n_banks):
@@ -552,9 +580,8 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                 issued = True
                 if rcmd == REFAB:
                     chan[ch, C_PENDING_REF] -= 1
-            else:
-                if t < earliest:
-                    earliest = t if t > clk else clk + 1
+            elif clk < t < earliest:
+                earliest = t
             blocked = True  # all-bank refresh holds back reads and writes
     # 3. reads or writes
     if not found and not issued and not blocked:
@@ -569,14 +596,16 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                                              rbank, faw_t, clk, ref_bank, False)
             else:
                 if counts[ch, k] >= SCAN_BELOW and bank_queued.shape[0] > 0:
-                    idx, cmd, e = _first_ready(bufs, counts, heads, bank_queued,
-                                               bank_hits, ch, k, open_row, rch, rbg,
-                                               rbank, faw_t, clk, ref_bank,
-                                               banks_per_group)
+                    idx, cmd, e, others = _first_ready(bufs, counts, heads, bank_queued,
+                                                       bank_hits, ch, k, open_row, rch, rbg,
+                                                       rbank, faw_t, clk, ref_bank,
+                                                       banks_per_group)
                 else:
-                    idx, cmd, e = _first_ready_scan(bufs, counts, heads, ch, k, open_row,
-                                                    rch, rbg, rbank, faw_t, clk, ref_bank)
+                    idx, cmd, e, others = _first_ready_scan(bufs, counts, heads, ch, k,
+                                                            open_row, rch, rbg, rbank, faw_t,
+                                                            clk, ref_bank)
                 ready = idx >= 0
+                bounded = ready
             if e < earliest:
                 earliest = e
             if ready:
@@ -585,7 +614,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
     # a precharge must not close a row an activated request is waiting for
     if found and cmd == PRE and kind != ABUF:
         if _active_blocks(bufs, counts, heads, ch, bufs[ch, kind, F_BANK, idx]):
-            found = False
+            found = False  # until that request's column command (its bound is in earliest)
     if found and not issued:
         bank = bufs[ch, kind, F_BANK, idx]
         bg = bufs[ch, kind, F_BG, idx]
@@ -647,10 +676,27 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             _append(bufs, counts, heads, ch, ABUF, kind, idx)
             _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, -1)
             _remove(bufs, counts, heads, ch, kind, idx)
-    if issued:
+    if issued and bounded and not _mode_switches(
+            chan[ch, C_WR_MODE], counts[ch, RBUF], counts[ch, WBUF], caps[WBUF], wm_high,
+            wm_low):
+        # nothing can issue before the earliest of: the other banks' commands not ready (as
+        # bounds only grow), those ready (by the channel's bounds now), the bank just served
+        # (anew), the active buffer and the refresh
+        if others & 1:
+            earliest = min(earliest, rch[ch, WR if kind == WBUF else RD])
+        if others & 2:
+            earliest = min(earliest, rch[ch, PRE], rch[ch, ACT])
+        earliest = min(earliest, _bank_next(rch, rbg, rbank, faw, open_row, ch, kind, bg, bank,
+                                            n_faw))
+        if counts[ch, ABUF] > 0 and chan[ch, C_ABUF_T] < earliest:
+            earliest = chan[ch, C_ABUF_T]
+        chan[ch, C_NEXT_TRY] = earliest if earliest > clk else clk + 1
+    elif issued:
         chan[ch, C_NEXT_TRY] = clk + 1
     else:
         chan[ch, C_NEXT_TRY] = earliest if earliest > clk else clk + 1
+    if every_cycle:  # the reference the skipping above must agree with (tests)
+        chan[ch, C_NEXT_TRY] = clk + 1
 
 
 @njit(**JIT, inline="always")

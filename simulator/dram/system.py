@@ -180,8 +180,12 @@ class MemorySystem:
 
     def __init__(self, org: Organization, timing: GDDR6Timing, controller: ControllerConfig,
                  data_rate_gbps: float, energy_pj_per_bit: float = DEFAULT_GDDR6_PJ_PER_BIT,
-                 log_commands: int = 0, name: str = ""):
+                 log_commands: int = 0, name: str = "", try_every_cycle: bool = False):
+        """`try_every_cycle`: each channel tries every CK cycle, rather than skipping to the
+        next cycle where it could issue; slow, the reference that the skipping must agree
+        with to the command."""
         self.org, self.timing, self.controller = org, timing, controller
+        self.try_every_cycle = try_every_cycle
         self.data_rate_gbps = data_rate_gbps
         self.tck_ns = tck_ns(data_rate_gbps)
         self.energy_pj_per_bit = energy_pj_per_bit
@@ -306,7 +310,7 @@ class MemorySystem:
         return (self._caps, c.write_high_watermark, c.write_low_watermark,
                 c.scheduler == "fcfs", c.page_policy == "closed", c.refresh == "per_bank",
                 t.nBL, t.nCL + t.nBL, t.nFAW, self._refresh_every, self.org.banks_per_group,
-                self.org.banks)  # nCL + nBL: a read's latency from its RD
+                self.org.banks, self.try_every_cycle)  # nCL + nBL: a read's latency from RD
 
     def _run_channels(self, requests: tuple, channel: np.ndarray, bankgroup: np.ndarray,
                       bank: np.ndarray, row: np.ndarray, id_base: int, final: bool,
