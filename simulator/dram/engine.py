@@ -41,6 +41,9 @@ from numba import njit
 # a helper that is not inlined increfs and decrefs every array argument with an atomic
 # instruction, which took a quarter of the time on the GPU's deep buffers.
 JIT = {"cache": True, "error_model": "numpy", "_nrt": False}
+# The helpers are inlined by LLVM (forceinline): a call passes each array as a dozen words,
+# which on the hot path cost about as much as the work. Numba's own inlining (inline="always")
+# gives as fast a kernel at about twice the compile time.
 
 # buffer kinds
 RBUF, WBUF, ABUF = 0, 1, 2
@@ -76,14 +79,14 @@ HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing of addresses into 
 WRITE_FILTER_PER_WRITE = 8  # write filter slots per write a channel can hold: few false alarms
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _faw_ready(faw, ch, n_faw):
     """The earliest cycle for the next ACT or REFpb by nFAW: the oldest of the last four
     (faw[ch, :4] is their ring, faw[ch, 4] counts them) plus the window."""
     return faw[ch, faw[ch, 4] & 3] + n_faw
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
     t = rch[ch, cmd]
     if bg >= 0 and rbg[ch, bg, cmd] > t:
@@ -97,19 +100,25 @@ def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
     return t
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
            ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group, n_banks):
     """Issue a command: raise the earliest cycle of every later command by the timing rules
     (rule_lat[level, cmd, next], NO_RULE where none applies), then update the bank state."""
     for nxt in range(N_CMD):
-        rch[ch, nxt] = max(rch[ch, nxt], clk + rule_lat[0, cmd, nxt])
+        t = clk + rule_lat[0, cmd, nxt]
+        if t > rch[ch, nxt]:
+            rch[ch, nxt] = t
     if bg >= 0:
         for nxt in range(N_CMD):
-            rbg[ch, bg, nxt] = max(rbg[ch, bg, nxt], clk + rule_lat[1, cmd, nxt])
+            t = clk + rule_lat[1, cmd, nxt]
+            if t > rbg[ch, bg, nxt]:
+                rbg[ch, bg, nxt] = t
     if bank >= 0:
         for nxt in range(N_CMD):
-            rbank[ch, bank, nxt] = max(rbank[ch, bank, nxt], clk + rule_lat[2, cmd, nxt])
+            t = clk + rule_lat[2, cmd, nxt]
+            if t > rbank[ch, bank, nxt]:
+                rbank[ch, bank, nxt] = t
     if cmd == ACT or cmd == REFPB:
         slot = faw[ch, 4] & 3
         faw[ch, slot] = clk
@@ -133,7 +142,7 @@ def _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
     scal[S_LOG_N] = n + 1
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _remove(bufs, counts, heads, ch, kind, p):
     """Take the request in slot p out of its ring, closing the gap from the shorter side."""
     mask = bufs.shape[3] - 1
@@ -152,7 +161,7 @@ def _remove(bufs, counts, heads, ch, kind, p):
     counts[ch, kind] = n - 1
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, step):
     """Count a request into (step 1) or out of (step -1) its bank's tallies, where kept."""
     if bank_queued.shape[0] == 0:
@@ -162,7 +171,7 @@ def _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, step):
         bank_hits[ch, kind, bank] += step
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _rows_changed(bank_hits, ch, cmd, bank):
     """After a command, how many queued requests want the bank's open row: unknown after an
     ACT (counted when next needed), none after a precharge."""
@@ -177,7 +186,7 @@ def _rows_changed(bank_hits, ch, cmd, bank):
         bank_hits[ch, WBUF, :] = 0
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kind):
     """Count the requests for each bank's open row where an ACT has made it unknown."""
     mask = bufs.shape[3] - 1
@@ -197,14 +206,14 @@ def _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kin
             bank_hits[ch, kind, bank] += 1
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _write_slot(write_filter, addr):
     """The write filter's slot for an address: bits from the middle of a Fibonacci hash, which
     every address bit below them stirs."""
     return np.int64((np.uint64(addr) * HASH_MUL) >> np.uint64(32)) & (write_filter.shape[1] - 1)
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _write_queued(bufs, counts, heads, ch, addr):
     """Is a write to this address queued on the channel (buffered or activated)?"""
     mask = bufs.shape[3] - 1
@@ -220,7 +229,7 @@ def _write_queued(bufs, counts, heads, ch, addr):
     return False
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _complete(completion, scal, rid, done):
     """Record a request's completion cycle, where it belongs to the current feed."""
     i = rid - scal[S_ID_BASE]
@@ -228,7 +237,7 @@ def _complete(completion, scal, rid, done):
         completion[i] = done
 
 
-@njit(**JIT)
+@njit(**JIT, forceinline=True)
 def _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk):
     """Serve a read from a write to its address queued on the channel (buffered or
     activated), next cycle; False when there is none."""
@@ -244,7 +253,7 @@ def _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk
     return True
 
 
-@njit(**JIT)
+@njit(**JIT, forceinline=True)
 def _append(bufs, counts, heads, ch, kind, src_kind, p):
     """Copy the request in slot p of another buffer of the channel to the back of this one."""
     mask = bufs.shape[3] - 1
@@ -255,7 +264,7 @@ def _append(bufs, counts, heads, ch, kind, src_kind, p):
     counts[ch, kind] = n + 1
 
 
-@njit(**JIT)
+@njit(**JIT, forceinline=True)
 def _row_wanted(bufs, counts, heads, ch, bank, row, skip_kind, skip_p):
     """Does any queued request other than the one in (skip_kind, slot skip_p) want this row?"""
     mask = bufs.shape[3] - 1
@@ -270,7 +279,7 @@ def _row_wanted(bufs, counts, heads, ch, bank, row, skip_kind, skip_p):
     return False
 
 
-@njit(**JIT)
+@njit(**JIT, forceinline=True)
 def _active_blocks(bufs, counts, heads, ch, bank):
     """A precharge of `bank` (or of all banks, bank < 0) would close a row opened for a
     request still waiting in the active buffer."""
@@ -282,7 +291,7 @@ def _active_blocks(bufs, counts, heads, ch, bank):
     return False
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _next_command(open_row, ch, bank, row, is_write, ref_bank):
     """The command a request needs next: column if its row is open, else ACT or PRE."""
     if open_row[ch, bank] == row:
@@ -290,7 +299,7 @@ def _next_command(open_row, ch, bank, row, is_write, ref_bank):
     return _row_command(open_row, ch, bank, ref_bank)
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _row_command(open_row, ch, bank, ref_bank):
     """The command a request for a row other than the bank's open one needs next: PRE, or
     ACT when the bank is closed (-1 while the bank waits for a per-bank refresh)."""
@@ -301,7 +310,7 @@ def _row_command(open_row, ch, bank, ref_bank):
     return ACT
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank):
     """The latest of the command's channel, bank-group and bank bounds (and nFAW for ACT)."""
     if cmd < 0:
@@ -318,7 +327,7 @@ def _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank):
     return t
 
 
-@njit(**JIT)
+@njit(**JIT, forceinline=True)
 def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row, rch, rbg,
                  rbank, faw_t, clk, ref_bank, banks_per_group):
     """FR-FCFS over a read or write buffer, whose order is age order: the first request whose
@@ -333,13 +342,17 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
     _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kind)
     col = WR if kind == WBUF else RD
     earliest = INF
+    bg_shift = 0  # bank group of a bank: by a shift where there are 2^k banks per group
+    while (1 << bg_shift) < banks_per_group:
+        bg_shift += 1
+    pow2 = (1 << bg_shift) == banks_per_group
     ready_hit = 0   # banks whose open-row requests can issue now
     ready_miss = 0  # banks whose other requests can issue now
     for bank in range(bank_queued.shape[2]):
         queued = bank_queued[ch, kind, bank]
         if queued == 0:
             continue
-        bg = bank // banks_per_group
+        bg = bank >> bg_shift if pow2 else bank // banks_per_group
         hits = bank_hits[ch, kind, bank]
         if hits > 0:
             t = _earliest(rch, rbg, rbank, faw_t, ch, col, bg, bank)
@@ -375,7 +388,7 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
     return -1, -1, earliest, 0  # not reached: a ready class has a request
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk,
                       ref_bank):
     """`_first_ready` by one pass over the buffer, cheaper where it is short. (Its hot loop
@@ -430,7 +443,7 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, 
     return found, found_cmd, earliest, others
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _bank_next(rch, rbg, rbank, faw, open_row, ch, kind, bg, bank, n_faw):
     """The earliest a request of this buffer kind could next issue at the bank: its open
     row's column command, or the row command (PRE, or ACT when closed)."""
@@ -440,7 +453,7 @@ def _bank_next(rch, rbg, rbank, faw, open_row, ch, kind, bg, bank, n_faw):
     return r if r < t else t
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _mode_switches(write_mode, n_reads, n_writes, write_cap, wm_high, wm_low):
     """Does the channel turn from reads to writes (write buffer over its high watermark, or
     only writes queued), or back (under its low watermark, with reads queued)?"""
@@ -449,7 +462,7 @@ def _mode_switches(write_mode, n_reads, n_writes, write_cap, wm_high, wm_low):
     return n_writes < wm_low * write_cap and n_reads > 0
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, kind, bg, bank, row,
                   clk, fcfs, wm_high, wm_low, n_faw):
     """When a request just queued on channel ch can first change what the channel does.
@@ -471,7 +484,7 @@ def _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, kind, 
     return t if t > clk + 1 else clk + 1
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_bank,
             ready_only):
     """The oldest request of a buffer (FCFS), or the oldest ready one (FR-FCFS, any order).
@@ -502,13 +515,13 @@ def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk
     return best, best_cmd, best_t <= clk, earliest
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
                  rch, rbg, rbank, faw, open_row, cmd_count, bank_cols, lat_hist, rule_lat, log,
                  completion, settings):
     """Channel ch's turn at CK cycle clk: refresh, then at most one command; sets its next try.
-    `settings` is the controller's and timing's constants as one tuple (MemorySystem makes it;
-    a call of more than 30 arguments could not be inlined)."""
+    `settings` is the controller's and timing's constants as one tuple (MemorySystem makes
+    it)."""
     (caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh, n_bl, read_latency, n_faw,
      refresh_every, banks_per_group, n_banks, every_cycle) = settings
     log_cap = log.shape[0]
@@ -682,12 +695,17 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
         # nothing can issue before the earliest of: the other banks' commands not ready (as
         # bounds only grow), those ready (by the channel's bounds now), the bank just served
         # (anew), the active buffer and the refresh
-        if others & 1:
-            earliest = min(earliest, rch[ch, WR if kind == WBUF else RD])
+        col = WR if kind == WBUF else RD
+        if others & 1 and rch[ch, col] < earliest:
+            earliest = rch[ch, col]
         if others & 2:
-            earliest = min(earliest, rch[ch, PRE], rch[ch, ACT])
-        earliest = min(earliest, _bank_next(rch, rbg, rbank, faw, open_row, ch, kind, bg, bank,
-                                            n_faw))
+            if rch[ch, PRE] < earliest:
+                earliest = rch[ch, PRE]
+            if rch[ch, ACT] < earliest:
+                earliest = rch[ch, ACT]
+        t = _bank_next(rch, rbg, rbank, faw, open_row, ch, kind, bg, bank, n_faw)
+        if t < earliest:
+            earliest = t
         if counts[ch, ABUF] > 0 and chan[ch, C_ABUF_T] < earliest:
             earliest = chan[ch, C_ABUF_T]
         chan[ch, C_NEXT_TRY] = earliest if earliest > clk else clk + 1
@@ -699,7 +717,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
         chan[ch, C_NEXT_TRY] = clk + 1
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT, forceinline=True)
 def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch, rbg,
            rbank, faw, open_row, lat_hist, completion, settings, ch, addr, is_w, bg, bank, row,
            rid, clk):
