@@ -15,6 +15,7 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from simulator.dram.organization import ACCESS_BYTES, Organization
 
@@ -55,23 +56,57 @@ class AddressMapping:
         return {"channel": org.channels, "bankgroup": org.bank_groups,
                 "bank": org.banks_per_group, "row": org.rows, "column": org.columns}
 
-    def decode(self, addresses: np.ndarray, org: Organization) -> dict[str, np.ndarray]:
-        """Vectorized decode of byte addresses (uint64) into field arrays (int64)."""
+    def decode(self, addresses: np.ndarray, org: Organization,
+               out: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Decode of byte addresses (uint64) into field arrays (int64): views of `out`, an
+        int64 (len(FIELDS), at least len(addresses)) scratch when given (fresh pages cost a
+        fault each)."""
         counts = self.counts(org)
-        rest = addresses.astype(np.uint64) // np.uint64(ACCESS_BYTES)
-        out: dict[str, np.ndarray] = {}
-        for name in self.fields:
-            n = counts[name]
-            if n & (n - 1) == 0:  # a bit field: masks and shifts, far cheaper than division
-                out[name] = (rest & np.uint64(n - 1)).astype(np.int64)
-                rest = rest >> np.uint64(n.bit_length() - 1)
-            else:
-                out[name] = (rest % np.uint64(n)).astype(np.int64)
-                rest = rest // np.uint64(n)
-        for target, source in self.hash:
+        by_name = np.array([counts[name] for name in FIELDS], np.int64)
+        # log2 of each power-of-two count (a bit field), -1 where the count is not one
+        shifts = np.array([n.bit_length() - 1 if n & (n - 1) == 0 else -1
+                           for n in by_name.tolist()], np.int64)
+        order = np.array([FIELDS.index(name) for name in self.fields], np.int64)
+        targets = np.array([FIELDS.index(t) for t, _ in self.hash], np.int64)
+        sources = np.array([FIELDS.index(s) for _, s in self.hash], np.int64)
+        width = max([counts[s] for _, s in self.hash], default=1)
+        tables = np.zeros((len(self.hash), width), np.int64)  # rows unused where modulo
+        for j, (target, source) in enumerate(self.hash):
             n = counts[target]
             if n & (n - 1) == 0:
-                out[target] = out[target] ^ _fold_table(n, counts[source])[out[source]]
-            else:
-                out[target] = (out[target] + out[source]) % n
-        return out
+                tables[j, :counts[source]] = _fold_table(n, counts[source])
+        out = (np.empty((len(FIELDS), len(addresses)), np.int64) if out is None
+               else out[:, :len(addresses)])
+        _decode(np.ascontiguousarray(addresses, np.uint64).view(np.int64) // ACCESS_BYTES,
+                order, by_name, shifts, targets, sources, tables, out)
+        return dict(zip(FIELDS, out, strict=True))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _decode(access, order, counts, shifts, targets, sources, tables, out):
+    """out[f, i]: field f (FIELDS order) of access i; see AddressMapping. A field is the
+    access divided by the counts below it, modulo its own: masks and shifts while every count
+    so far is a power of two. One pass per field and per hash, each a simple loop."""
+    n = access.shape[0]
+    below = 1  # the product of the counts of the fields below
+    shift = 0  # its log2, while every one is a power of two (else -1)
+    for j in range(order.shape[0]):
+        f = order[j]
+        c = counts[f]
+        if shift >= 0 and shifts[f] >= 0:
+            for i in range(n):
+                out[f, i] = (access[i] >> shift) & (c - 1)
+            shift += shifts[f]
+        else:
+            shift = -1
+            for i in range(n):
+                out[f, i] = (access[i] // below) % c
+        below *= c
+    for j in range(targets.shape[0]):
+        t, s = targets[j], sources[j]
+        if shifts[t] >= 0:
+            for i in range(n):
+                out[t, i] ^= tables[j, out[s, i]]
+        else:
+            for i in range(n):
+                out[t, i] = (out[t, i] + out[s, i]) % counts[t]

@@ -19,6 +19,7 @@ from simulator.config.hardware import Hardware
 from simulator.dram import commands as C
 from simulator.dram import engine as E
 from simulator.dram.controller import ControllerConfig
+from simulator.dram.mapping import FIELDS
 from simulator.dram.organization import ACCESS_BYTES, Organization, organization
 from simulator.dram.timing import GDDR6Timing
 from simulator.dram.tracefile import read_blocks
@@ -216,6 +217,8 @@ class MemorySystem:
         # threads share no cache line)
         self._scal = np.zeros((self._threads, max(E.N_SCALARS, 16)), np.int64)
         self._fed = 0  # requests fed so far: the next feed's first id
+        self._grouped = np.empty((0, E.N_GROUPED), np.int64)  # per-channel front ends' input
+        self._fields = np.empty((len(FIELDS), 0), np.int64)  # decoded addresses
         self._chan = np.zeros((n_ch, E.N_CHANNEL_COUNTERS), np.int64)
         # CK cycles between refresh commands per channel: REFab every tREFI, or a REFpb to
         # each bank in turn, 16 per tREFI
@@ -279,17 +282,19 @@ class MemorySystem:
         arrival = (np.zeros(n, np.int64) if arrival is None
                    else np.ascontiguousarray(arrival, dtype=np.int64))
         self.check_addresses(addresses)
-        f = self.decode(addresses)
-        bank = f["bankgroup"] * self.org.banks_per_group + f["bank"]
+        if self._fields.shape[1] < n:  # kept from feed to feed, as the grouped requests
+            self._fields = np.empty((len(FIELDS), n), np.int64)
+        f = self.controller.mapping.decode(addresses, self.org, self._fields)
         completion = np.full(n if want_completion else 0, -1, np.int64)
         requests = (addresses.view(np.int64), is_write, arrival)
         id_base = self._fed
         self._fed += n
         self._scal[:, E.S_ID_BASE] = id_base
         if self._per_channel:
-            self._run_channels(requests, f["channel"], f["bankgroup"], bank, f["row"], id_base,
-                               final, completion)
+            self._run_channels(requests, f["channel"], f["bankgroup"], f["bank"], f["row"],
+                               id_base, final, completion)
         else:
+            bank = f["bankgroup"] * self.org.banks_per_group + f["bank"]
             self._scal[0, E.S_POS] = 0
             E.run(*self._state(), self._scal[0], self._chan, *self._tables(),
                   self._lat_hist[0], self._lat, self._log, *requests, f["channel"],
@@ -313,24 +318,30 @@ class MemorySystem:
                 self.org.banks, self.try_every_cycle)  # nCL + nBL: a read's latency from RD
 
     def _run_channels(self, requests: tuple, channel: np.ndarray, bankgroup: np.ndarray,
-                      bank: np.ndarray, row: np.ndarray, id_base: int, final: bool,
+                      bank_in_group: np.ndarray, row: np.ndarray, id_base: int, final: bool,
                       completion: np.ndarray) -> None:
-        """Per-channel front ends: the requests grouped by channel, and the channels shared
-        out among threads in contiguous blocks (threads then share no cache line of state)."""
+        """Per-channel front ends: the channels shared out among threads in contiguous blocks
+        (threads then share no cache line of state), each thread grouping its channels'
+        requests and running them."""
         n, n_ch = len(channel), self.org.channels
-        grouped = np.empty((n, E.N_GROUPED), np.int64)
-        starts = np.empty(n_ch + 1, np.int64)
-        E.group_by_channel(channel, *requests, bankgroup, bank, row, id_base, grouped, starts,
-                           np.empty(n_ch, np.int64))
+        if len(self._grouped) < n:  # kept from feed to feed: fresh pages cost a fault each
+            self._grouped = np.empty((n, E.N_GROUPED), np.int64)
+        grouped = self._grouped
+        starts = np.zeros(n_ch + 1, np.int64)
+        np.cumsum(np.bincount(channel, minlength=n_ch), out=starts[1:])
         threads = min(self._threads, max(1, n // REQUESTS_PER_THREAD))
         state, tables, settings = self._state(), self._tables(), self._settings()
 
         def run(until: int, starts: np.ndarray) -> None:
             def share(k: int) -> None:
-                E.run_channels(np.arange(k * n_ch // threads, (k + 1) * n_ch // threads),
-                               *state, self._scal[k], self._chan, *tables, self._lat_hist[k],
-                               self._lat, self._log, grouped, starts, final, until,
-                               completion, settings)
+                lo, hi = k * n_ch // threads, (k + 1) * n_ch // threads
+                if until < 0:
+                    E.group_by_channel(lo, hi, channel, *requests, bankgroup, bank_in_group,
+                                       row, self.org.banks_per_group, id_base, grouped, starts,
+                                       np.empty(n_ch, np.int64))
+                E.run_channels(np.arange(lo, hi), *state, self._scal[k], self._chan, *tables,
+                               self._lat_hist[k], self._lat, self._log, grouped, starts, final,
+                               until, completion, settings)
             if threads == 1:
                 share(0)
             else:
