@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.dram.system import Counters, MemorySystem
-from simulator.replay.traffic import OpRequests
+from simulator.replay.traffic import OpRequests, RequestScratch
 
 CHUNK_REQUESTS = 1 << 20     # cycle fidelity feeds big ops in chunks of this many requests
 WINDOW_REQUESTS = 1 << 14    # sampled fidelity: requests measured per window, at least ...
@@ -57,10 +57,6 @@ class Service:
     simulated_requests: int
 
 
-def _arrivals(progress: np.ndarray, start_ck: int, pace_ck: float) -> np.ndarray:
-    return start_ck + np.floor(progress * pace_ck).astype(np.int64)
-
-
 class CycleMemory:
     """Every request of every op through the engine."""
 
@@ -68,6 +64,18 @@ class CycleMemory:
 
     def __init__(self, ms: MemorySystem):
         self.ms = ms
+        self._scratch = RequestScratch()   # the requests of a chunk, from chunk to chunk
+        self._arrival = np.empty(0, np.int64)
+
+    def _arrivals(self, progress: np.ndarray, start_ck: int, pace_ck: float) -> np.ndarray:
+        """start + floor(progress * pace), CK cycles, into a buffer kept from call to call."""
+        if len(self._arrival) < len(progress):
+            self._arrival = np.empty(len(progress), np.int64)
+        out = self._arrival[:len(progress)]
+        scaled = np.multiply(progress, pace_ck, out=out.view(np.float64))
+        np.copyto(out, np.floor(scaled, out=scaled), casting="unsafe")
+        out += start_ck
+        return out
 
     def serve(self, reqs: OpRequests, start_ck: int, pace_ck: float, key: object) -> Service:
         before = self.ms.counters()
@@ -76,8 +84,8 @@ class CycleMemory:
             return Service(0.0, 0.0, before - before, 0)
         chunks = max(1, math.ceil(n / CHUNK_REQUESTS))
         for c in range(chunks):
-            r = reqs.between(c / chunks, (c + 1) / chunks)
-            self.ms.feed(r.address, r.is_write, _arrivals(r.progress, start_ck, pace_ck),
+            r = reqs.between(c / chunks, (c + 1) / chunks, self._scratch)
+            self.ms.feed(r.address, r.is_write, self._arrivals(r.progress, start_ck, pace_ck),
                          final=c == chunks - 1, want_completion=False)
         return Service(self.ms.last_completion_ck - start_ck, 0.0,
                        self.ms.counters() - before, n)
@@ -118,7 +126,7 @@ class SampledMemory(CycleMemory):
         memo_key = (self._config, reqs.identity, p0, p0 + w)
         if memo_key in self._memo:
             return self._memo[memo_key]
-        r = reqs.between(p0, p0 + w)
+        r = reqs.between(p0, p0 + w, self._scratch)
         self.ms.idle()
         before = self.ms.counters()
         t0 = self.ms.now_ck

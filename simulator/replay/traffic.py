@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from simulator.dram.organization import ACCESS_BYTES
 from simulator.gpu.l2 import OpTraffic
@@ -27,6 +28,8 @@ from simulator.workload.trace import Pattern
 
 LINE_BYTES = 128  # one L2 line: four 32 B sectors
 _BURSTS_PER_LINE = LINE_BYTES // ACCESS_BYTES
+_PATTERN_CODE = {Pattern.SEQUENTIAL: 0, Pattern.STRIDED: 1, Pattern.GATHER: 2}
+_GATHER_HASH = 0x9E3779B1  # a multiplicative hash of the line number spreads a gather's lines
 
 
 @dataclass(frozen=True)
@@ -77,25 +80,88 @@ class OpRequests:
         """What fixes every request the op makes (equal identities, equal requests)."""
         return self.capacity, tuple(self._parts)
 
-    def between(self, p0: float, p1: float) -> Requests:
-        """Requests whose progress lies in [p0, p1), in progress order."""
-        addrs, writes, progress = [], [], []
+    def between(self, p0: float, p1: float, scratch: RequestScratch | None = None) -> Requests:
+        """Requests whose progress lies in [p0, p1), in progress order. With `scratch` they
+        are views of its buffers, valid until its next use (fresh pages cost a fault each)."""
+        parts = []
         for n, start, step, total, base, size, pattern, is_write, seed in self._parts:
             lo = max(0, math.ceil((p0 * total - start) / step))
             hi = min(n, math.ceil((p1 * total - start) / step))
-            if hi <= lo:
-                continue
-            k = np.arange(lo, hi, dtype=np.int64)
-            offset = _offsets(k, n, size, pattern, seed)
-            addrs.append((base + offset) % self.capacity)
-            writes.append(np.full(len(k), is_write, np.int64))
-            progress.append((start + k * step) / total)
-        if not addrs:
-            return Requests(np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0))
-        p = np.concatenate(progress)
-        order = np.argsort(p, kind="stable")
-        return Requests(np.concatenate(addrs)[order].astype(np.uint64),
-                        np.concatenate(writes)[order], p[order])
+            if hi > lo:
+                parts.append((lo, hi, n, size, _PATTERN_CODE[pattern], seed, base, is_write,
+                              start, step, total))
+        count = sum(hi - lo for lo, hi, *_ in parts)
+        scratch = scratch or RequestScratch()
+        address, is_write, progress, spare = scratch.arrays(count)
+        if not parts:
+            return Requests(address.view(np.uint64), is_write, progress)
+        ints = np.array([p[:8] for p in parts], np.int64)
+        floats = np.array([p[8:] for p in parts], np.float64)
+        if not _fill(ints, floats, self.capacity, address, is_write, progress):
+            # accesses interleave by progress: a stable sort keeps each one's order
+            order = np.argsort(progress, kind="stable")
+            address, is_write, progress = _permuted(order, address, is_write, progress, spare)
+        return Requests(address.view(np.uint64), is_write, progress)
+
+
+class RequestScratch:
+    """Buffers that `OpRequests.between` fills, kept from call to call."""
+
+    def __init__(self):
+        self._buf = np.empty((6, 0), np.int64)
+
+    def arrays(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(address, is_write, progress, and spare rows for a permuted copy), n long."""
+        if self._buf.shape[1] < n:
+            self._buf = np.empty((6, n), np.int64)
+        b = self._buf[:, :n]
+        return b[0], b[1], b[2].view(np.float64), b[3:]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _fill(ints, floats, capacity, address, is_write, progress):
+    """Each access's requests lo to hi - 1 in turn: address (byte, int64), 0/1 write, and
+    progress. Returns whether the progress never decreases (no sort needed)."""
+    q = 0
+    ordered = True
+    last = -1.0
+    for j in range(ints.shape[0]):
+        lo, hi, n, size = ints[j, 0], ints[j, 1], ints[j, 2], ints[j, 3]
+        pattern, seed, base, write = ints[j, 4], ints[j, 5], ints[j, 6], ints[j, 7]
+        start, step, total = floats[j, 0], floats[j, 1], floats[j, 2]
+        lines_in_tensor = max(size // LINE_BYTES, 1)
+        n_lines = max(-(-n // _BURSTS_PER_LINE), 1)
+        for k in range(lo, hi):
+            if pattern == 0:
+                offset = (k * ACCESS_BYTES) % size
+            else:
+                line, sector = k // _BURSTS_PER_LINE, k % _BURSTS_PER_LINE
+                if pattern == 1:  # strided: lines spread evenly over the tensor
+                    where = (line * lines_in_tensor) // n_lines
+                else:             # gather: at hashed places
+                    where = ((line + seed) * _GATHER_HASH) % lines_in_tensor
+                offset = (where * LINE_BYTES + sector * ACCESS_BYTES) % size
+            address[q] = (base + offset) % capacity
+            is_write[q] = write
+            p = (start + k * step) / total
+            progress[q] = p
+            if p < last:
+                ordered = False
+            last = p
+            q += 1
+    return ordered
+
+
+@njit(cache=True, nogil=True)
+def _permuted(order, address, is_write, progress, spare):
+    """The requests in `order`, into the spare rows (int64; the third viewed as float64)."""
+    a, w, p = spare[0], spare[1], spare[2].view(np.float64)
+    for i in range(order.shape[0]):
+        j = order[i]
+        a[i] = address[j]
+        w[i] = is_write[j]
+        p[i] = progress[j]
+    return a, w, p
 
 
 def _list_period(shapes: list[tuple[int, ...]]) -> int:
@@ -106,17 +172,3 @@ def _list_period(shapes: list[tuple[int, ...]]) -> int:
         if n % m == 0 and all(shapes[i] == shapes[i % m] for i in range(m, n)):
             return m
     return 1
-
-
-def _offsets(k: np.ndarray, n: int, size: int, pattern: Pattern, seed: int) -> np.ndarray:
-    """Byte offsets within the tensor of requests k (of n)."""
-    if pattern is Pattern.SEQUENTIAL:
-        return (k * ACCESS_BYTES) % size
-    line, sector = k // _BURSTS_PER_LINE, k % _BURSTS_PER_LINE
-    lines_in_tensor = max(size // LINE_BYTES, 1)
-    if pattern is Pattern.STRIDED:
-        n_lines = max(-(-n // _BURSTS_PER_LINE), 1)
-        where = (line * lines_in_tensor) // n_lines
-    else:  # gather: a multiplicative hash of the line number spreads the lines
-        where = ((line + seed) * 0x9E3779B1) % lines_in_tensor
-    return (where * LINE_BYTES + sector * ACCESS_BYTES) % size
