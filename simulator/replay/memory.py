@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from simulator.dram.system import Counters, MemorySystem
-from simulator.replay.traffic import OpRequests, RequestScratch
+from simulator.replay.traffic import OpRequests, Requests, RequestScratch
 
 CHUNK_REQUESTS = 1 << 20     # cycle fidelity feeds big ops in chunks of this many requests
 WINDOW_REQUESTS = 1 << 14    # sampled fidelity: requests measured per window, at least ...
@@ -57,6 +58,39 @@ class Service:
     simulated_requests: int
 
 
+class _ChunkBuffers:
+    """One chunk's requests and arrival cycles, in buffers kept from chunk to chunk."""
+
+    def __init__(self):
+        self.requests = RequestScratch()
+        self._arrival = np.empty(0, np.int64)
+
+    def prepare(self, reqs: OpRequests, p0: float, p1: float, start_ck: int, pace_ck: float
+                ) -> tuple[Requests, np.ndarray]:
+        """The requests in progress [p0, p1) and their arrivals, start + floor(progress *
+        pace) CK cycles."""
+        r = reqs.between(p0, p1, self.requests)
+        if len(self._arrival) < len(r):
+            self._arrival = np.empty(len(r), np.int64)
+        out = self._arrival[:len(r)]
+        scaled = np.multiply(r.progress, pace_ck, out=out.view(np.float64))
+        np.copyto(out, np.floor(scaled, out=scaled), casting="unsafe")
+        out += start_ck
+        return r, out
+
+
+_prefetcher: ThreadPoolExecutor | None = None
+
+
+def _prefetch(job, *args) -> Future:
+    """Run job(*args) on the replay's one prefetch thread (its work is compiled code and numpy
+    that release the GIL, so it overlaps the engine's threads)."""
+    global _prefetcher
+    if _prefetcher is None:
+        _prefetcher = ThreadPoolExecutor(1, thread_name_prefix="replay-prefetch")
+    return _prefetcher.submit(job, *args)
+
+
 class CycleMemory:
     """Every request of every op through the engine."""
 
@@ -64,18 +98,7 @@ class CycleMemory:
 
     def __init__(self, ms: MemorySystem):
         self.ms = ms
-        self._scratch = RequestScratch()   # the requests of a chunk, from chunk to chunk
-        self._arrival = np.empty(0, np.int64)
-
-    def _arrivals(self, progress: np.ndarray, start_ck: int, pace_ck: float) -> np.ndarray:
-        """start + floor(progress * pace), CK cycles, into a buffer kept from call to call."""
-        if len(self._arrival) < len(progress):
-            self._arrival = np.empty(len(progress), np.int64)
-        out = self._arrival[:len(progress)]
-        scaled = np.multiply(progress, pace_ck, out=out.view(np.float64))
-        np.copyto(out, np.floor(scaled, out=scaled), casting="unsafe")
-        out += start_ck
-        return out
+        self._buffers = (_ChunkBuffers(), _ChunkBuffers())  # one fed, one being prepared
 
     def serve(self, reqs: OpRequests, start_ck: int, pace_ck: float, key: object) -> Service:
         before = self.ms.counters()
@@ -83,10 +106,17 @@ class CycleMemory:
         if n == 0:
             return Service(0.0, 0.0, before - before, 0)
         chunks = max(1, math.ceil(n / CHUNK_REQUESTS))
+        ready = self._buffers[0].prepare(reqs, 0.0, 1 / chunks, start_ck, pace_ck)
         for c in range(chunks):
-            r = reqs.between(c / chunks, (c + 1) / chunks, self._scratch)
-            self.ms.feed(r.address, r.is_write, self._arrivals(r.progress, start_ck, pace_ck),
-                         final=c == chunks - 1, want_completion=False)
+            # the next chunk is prepared while the engine runs this one
+            nxt = (_prefetch(self._buffers[(c + 1) % 2].prepare, reqs, (c + 1) / chunks,
+                             (c + 2) / chunks, start_ck, pace_ck) if c + 1 < chunks else None)
+            r, arrival = ready
+            try:
+                self.ms.feed(r.address, r.is_write, arrival, final=c == chunks - 1,
+                             want_completion=False)
+            finally:
+                ready = nxt.result() if nxt else None  # (its buffers are free only after)
         return Service(self.ms.last_completion_ck - start_ck, 0.0,
                        self.ms.counters() - before, n)
 
@@ -126,7 +156,7 @@ class SampledMemory(CycleMemory):
         memo_key = (self._config, reqs.identity, p0, p0 + w)
         if memo_key in self._memo:
             return self._memo[memo_key]
-        r = reqs.between(p0, p0 + w, self._scratch)
+        r = reqs.between(p0, p0 + w, self._buffers[0].requests)
         self.ms.idle()
         before = self.ms.counters()
         t0 = self.ms.now_ck
