@@ -19,7 +19,7 @@ from simulator.gpu.compute import (
 from simulator.gpu.l2 import L2Cache
 from simulator.pipeline import analyze, load_step
 from simulator.replay import replay
-from simulator.replay.traffic import OpRequests
+from simulator.replay.traffic import OpRequests, RequestScratch
 from simulator.workload.allocator import place
 from simulator.workload.trace import Access, Category, Op, Pattern, Phase, Tensor, Unit
 
@@ -189,6 +189,42 @@ def test_requests_cover_each_tensor_once(cnn, t4):
                 base = int(placement.address[a.access.tensor.storage.id])
                 mine = r.address[(r.address >= base) & (r.address < base + a.dram_bytes)]
                 assert len(np.unique(mine)) >= a.dram_bytes // 32
+
+
+def test_request_addresses_follow_each_pattern():
+    """Sequential accesses run from the tensor's start, strided ones touch 128 B lines spread
+    evenly over it, gathers lines at hashed places (seeded by op and tensor). Written out per
+    request against the compiled generator, which gives the same requests into kept buffers."""
+    ts = [_tensor(i, 1 << 16) for i in range(4)]  # 256 KiB each, a MiB apart
+    reads = (Access(ts[0], ts[0].nbytes), Access(ts[1], ts[1].nbytes // 8, Pattern.STRIDED),
+             Access(ts[2], ts[2].nbytes // 4, Pattern.GATHER))
+    op = Op(7, "op7", "embedding", Phase.FORWARD, 0, reads, (Access(ts[3], ts[3].nbytes),),
+            "fp32", Unit.VECTOR)
+    traffic = L2Cache(0).filter(op)
+    address = np.arange(4, dtype=np.int64) * (1 << 20)
+    reqs = OpRequests(op.index, traffic, address, 1 << 30)
+    r = reqs.between(0, 1)
+    for a in traffic.accesses:
+        storage = a.access.tensor.storage
+        base, size, n = int(address[storage.id]), storage.nbytes, -(-a.dram_bytes // 32)
+        want = []
+        for k in range(n):
+            line, sector = divmod(k, 4)
+            if a.access.pattern is Pattern.SEQUENTIAL:
+                offset = k * 32 % size
+            elif a.access.pattern is Pattern.STRIDED:
+                offset = line * (size // 128) // -(-n // 4) * 128 + sector * 32
+            else:
+                seed = (op.index << 20) ^ storage.id
+                offset = (line + seed) * 0x9E3779B1 % (size // 128) * 128 + sector * 32
+            want.append(base + offset % size)
+        mine = r.address[(r.address >= base) & (r.address < base + size)]
+        assert sorted(mine.tolist()) == sorted(want)
+    scratch = RequestScratch()
+    for p0, p1 in [(0, 0.5), (0.5, 1), (0.2, 0.9), (0, 1)]:
+        kept, fresh = reqs.between(p0, p1, scratch), reqs.between(p0, p1)
+        for field in ("address", "is_write", "progress"):
+            assert np.array_equal(getattr(kept, field), getattr(fresh, field))
 
 
 def test_foreach_lists_walk_in_step():
