@@ -150,14 +150,16 @@ def _remove(bufs, counts, heads, ch, kind, p):
     h = heads[ch, kind]
     i = (p - h) & mask  # its place in age order
     if i < n - 1 - i:   # fewer older requests: move them one slot younger
-        for f in range(N_FIELDS):
-            for j in range(i, 0, -1):
-                bufs[ch, kind, f, (h + j) & mask] = bufs[ch, kind, f, (h + j - 1) & mask]
+        for j in range(i, 0, -1):
+            dst, src = (h + j) & mask, (h + j - 1) & mask
+            for f in range(N_FIELDS):  # (unrolled: a request's fields move together)
+                bufs[ch, kind, f, dst] = bufs[ch, kind, f, src]
         heads[ch, kind] = (h + 1) & mask
     else:
-        for f in range(N_FIELDS):
-            for j in range(i, n - 1):
-                bufs[ch, kind, f, (h + j) & mask] = bufs[ch, kind, f, (h + j + 1) & mask]
+        for j in range(i, n - 1):
+            dst, src = (h + j) & mask, (h + j + 1) & mask
+            for f in range(N_FIELDS):
+                bufs[ch, kind, f, dst] = bufs[ch, kind, f, src]
     counts[ch, kind] = n - 1
 
 
