@@ -16,8 +16,8 @@ Then the front end hands requests over, as many as the buffers accept. Two front
     couples the channels, so each runs on its own clock to the end of a feed, and threads
     share the channels out (the engine releases the GIL).
 Channels skip to their next possible event, so the cost follows commands, not cycles: after a
-try that issues too, FR-FCFS's pass over the buffer bounds when the other banks could issue next
-(tests compare with trying every cycle).
+try that issues too, on deep buffers, where FR-FCFS's pass over the banks bounds when the others
+could issue next (tests compare with trying every cycle).
 
 All times are CK cycles. Requests live in per-channel buffers as rows of int64 fields, so the
 trace can be streamed through in chunks. Each buffer is a ring in age order (`heads` holds where
@@ -394,8 +394,7 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
 def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk,
                       ref_bank):
     """`_first_ready` by one pass over the buffer, cheaper where it is short. (Its hot loop
-    reads the requests through views of the channel's buffer: free without the NRT.) The pass
-    goes on past the request found, to learn what the other banks could issue after it."""
+    reads the requests through views of the channel's buffer: free without the NRT.)"""
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
     col = WR if kind == WBUF else RD
@@ -404,19 +403,17 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, 
     earliest = INF
     last_bank = -1
     last_row = -1
-    # banks already seen for a row other than their open one, and for their open row: another
-    # request to such a bank in the same case needs the same command at the same bank
+    # banks already found not ready for a row other than their open one, and for their open
+    # row: another request to such a bank in the same case needs the same command at the same
+    # bank, and waits as long
     miss_seen = 0
     hit_seen = 0
-    found = -1
-    found_cmd = -1
-    others = 0
     for i in range(counts[ch, kind]):
         p = (h + i) & mask
         bank = banks[p]
         row = rows[p]
         if bank == last_bank and row == last_row:
-            continue  # same row as the request before it: same command, seen
+            continue  # same row as the request before it: same command, not ready either
         last_bank = bank
         last_row = row
         cur = opened[bank]
@@ -424,25 +421,21 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, 
         if cur == row:
             if hit_seen & bit:
                 continue
-            hit_seen |= bit
             cmd = col
         else:
             if miss_seen & bit:
                 continue
-            miss_seen |= bit
             cmd = _row_command(open_row, ch, bank, ref_bank)
         t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bgs[p], bank)
-        if t > clk:
-            if t < earliest:
-                earliest = t
-        elif found < 0:
-            found = p
-            found_cmd = cmd
-            hit_seen |= bit  # the bank found is looked at anew once its command has issued
+        if t <= clk:
+            return p, cmd, t
+        if t < earliest:
+            earliest = t
+        if cur != row:
             miss_seen |= bit
         else:
-            others |= 1 if cur == row else 2
-    return found, found_cmd, earliest, others
+            hit_seen |= bit
+    return -1, -1, earliest
 
 
 @njit(**JIT, forceinline=True)
@@ -615,12 +608,11 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                                                        bank_hits, ch, k, open_row, rch, rbg,
                                                        rbank, faw_t, clk, ref_bank,
                                                        banks_per_group)
+                    bounded = idx >= 0
                 else:
-                    idx, cmd, e, others = _first_ready_scan(bufs, counts, heads, ch, k,
-                                                            open_row, rch, rbg, rbank, faw_t,
-                                                            clk, ref_bank)
+                    idx, cmd, e = _first_ready_scan(bufs, counts, heads, ch, k, open_row,
+                                                    rch, rbg, rbank, faw_t, clk, ref_bank)
                 ready = idx >= 0
-                bounded = ready
             if e < earliest:
                 earliest = e
             if ready:
