@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import matplotlib.image as mpimg
@@ -180,3 +181,33 @@ def test_an_unreachable_scheduler_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "cannot reach the Dask scheduler" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def _pools_in_child(q):
+    from simulator.dram import system
+    from simulator.replay import memory
+    try:
+        q.put((memory._prefetch(int, "2").result(timeout=20),
+               system._thread_pool().submit(int, "3").result(timeout=20)))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        q.put(repr(exc))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork start method only")
+def test_forked_workers_start_their_own_threads():
+    """Sweep workers are forked: thread pools the parent had started (the engine's, the
+    replay's prefetch) exist in the child without their threads, and must not swallow jobs."""
+    import multiprocessing
+
+    from simulator.dram import system
+    from simulator.replay import memory
+    memory._prefetch(int, "1").result()
+    system._thread_pool().submit(int, "1").result()
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    child = ctx.Process(target=_pools_in_child, args=(q,))
+    child.start()
+    try:
+        assert q.get(timeout=60) == (2, 3)
+    finally:
+        child.join(10)

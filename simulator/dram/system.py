@@ -57,6 +57,17 @@ def _thread_pool() -> ThreadPoolExecutor:
     return _pool
 
 
+def _forget_pool() -> None:
+    """A forked process (a sweep's worker) has none of its parent's threads: a pool it
+    inherited would queue jobs that never run."""
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 @dataclass(frozen=True)
 class DramStats:
     """What one run measured. Cycle counts are CK cycles (CK = data rate / 8)."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -89,6 +90,16 @@ def _prefetch(job, *args) -> Future:
     if _prefetcher is None:
         _prefetcher = ThreadPoolExecutor(1, thread_name_prefix="replay-prefetch")
     return _prefetcher.submit(job, *args)
+
+
+def _forget_prefetcher() -> None:
+    """A forked process (a sweep's worker) has none of its parent's threads."""
+    global _prefetcher
+    _prefetcher = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_prefetcher)
 
 
 class CycleMemory:
