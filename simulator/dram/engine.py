@@ -344,17 +344,13 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
     _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kind)
     col = WR if kind == WBUF else RD
     earliest = INF
-    bg_shift = 0  # bank group of a bank: by a shift where there are 2^k banks per group
-    while (1 << bg_shift) < banks_per_group:
-        bg_shift += 1
-    pow2 = (1 << bg_shift) == banks_per_group
     ready_hit = 0   # banks whose open-row requests can issue now
     ready_miss = 0  # banks whose other requests can issue now
     for bank in range(bank_queued.shape[2]):
         queued = bank_queued[ch, kind, bank]
         if queued == 0:
             continue
-        bg = bank >> bg_shift if pow2 else bank // banks_per_group
+        bg = bank // banks_per_group
         hits = bank_hits[ch, kind, bank]
         if hits > 0:
             t = _earliest(rch, rbg, rbank, faw_t, ch, col, bg, bank)
@@ -464,9 +460,9 @@ def _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, kind, 
 
     The next cycle where it could turn the channel's read/write mode, and under FCFS (kept
     simple). Otherwise only the request itself is new (a pending refresh only holds it back
-    longer): FR-FCFS takes
-    it once its command is ready if it is in the buffer being served, and never before the
-    mode turns if not (the channel's next try already covers every other event)."""
+    longer): FR-FCFS takes it once its command is ready if it is in the buffer being served,
+    and never before the mode turns if not (the channel's next try already covers every other
+    event)."""
     if fcfs or _mode_switches(
             chan[ch, C_WR_MODE], counts[ch, RBUF], counts[ch, WBUF], caps[WBUF], wm_high,
             wm_low):

@@ -61,6 +61,16 @@ class AddressMapping:
         """Decode of byte addresses (uint64) into field arrays (int64): views of `out`, an
         int64 (len(FIELDS), at least len(addresses)) scratch when given (fresh pages cost a
         fault each)."""
+        out = (np.empty((len(FIELDS), len(addresses)), np.int64) if out is None
+               else out[:, :len(addresses)])
+        _decode(np.ascontiguousarray(addresses, np.uint64).view(np.int64) // ACCESS_BYTES,
+                *self._plan(org), out)
+        return dict(zip(FIELDS, out, strict=True))
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019 - mappings and organizations are few
+    def _plan(self, org: Organization) -> tuple[np.ndarray, ...]:
+        """The decode as arrays for `_decode`, made once per organization: field order,
+        counts and log2 counts (FIELDS order), hash targets and sources, fold tables."""
         counts = self.counts(org)
         by_name = np.array([counts[name] for name in FIELDS], np.int64)
         # log2 of each power-of-two count (a bit field), -1 where the count is not one
@@ -75,11 +85,10 @@ class AddressMapping:
             n = counts[target]
             if n & (n - 1) == 0:
                 tables[j, :counts[source]] = _fold_table(n, counts[source])
-        out = (np.empty((len(FIELDS), len(addresses)), np.int64) if out is None
-               else out[:, :len(addresses)])
-        _decode(np.ascontiguousarray(addresses, np.uint64).view(np.int64) // ACCESS_BYTES,
-                order, by_name, shifts, targets, sources, tables, out)
-        return dict(zip(FIELDS, out, strict=True))
+        plan = (order, by_name, shifts, targets, sources, tables)
+        for a in plan:
+            a.flags.writeable = False  # shared by every decode
+        return plan
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

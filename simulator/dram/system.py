@@ -265,8 +265,9 @@ class MemorySystem:
     def peak_bandwidth_GBps(self) -> float:
         return self.org.channels * 16 * self.data_rate_gbps / 8
 
-    def decode(self, addresses: np.ndarray) -> dict[str, np.ndarray]:
-        return self.controller.mapping.decode(addresses, self.org)
+    def decode(self, addresses: np.ndarray, out: np.ndarray | None = None
+               ) -> dict[str, np.ndarray]:
+        return self.controller.mapping.decode(addresses, self.org, out)
 
     def check_addresses(self, addresses: np.ndarray, where=None) -> None:
         """Reject addresses past the capacity; `where(i)` names the offending request."""
@@ -295,7 +296,7 @@ class MemorySystem:
         self.check_addresses(addresses)
         if self._fields.shape[1] < n:  # kept from feed to feed, as the grouped requests
             self._fields = np.empty((len(FIELDS), n), np.int64)
-        f = self.controller.mapping.decode(addresses, self.org, self._fields)
+        f = self.decode(addresses, self._fields)
         completion = np.full(n if want_completion else 0, -1, np.int64)
         requests = (addresses.view(np.int64), is_write, arrival)
         id_base = self._fed
