@@ -48,6 +48,20 @@ class OpReplay:
 
 
 @dataclass(frozen=True)
+class DramDemand:
+    """What one op asks of the DRAM: its L2 misses and write-backs as requests, and the pace
+    at which the SMs reach them."""
+
+    traffic: OpTraffic
+    requests: OpRequests
+    compute_s: float                # the SMs' arithmetic (KernelCompute.time_s)
+    l2_s: float                     # every byte through the L2 at its bandwidth
+    on_chip_s: float                # the SMs' time: the longer of the two
+    pace_ck: float                  # the same in CK cycles
+    key: tuple                      # the traffic's shape: ops with the same key reuse results
+
+
+@dataclass(frozen=True)
 class ReplayDetails:
     analytic: StepEstimate
     per_op: list[OpReplay]
@@ -118,18 +132,17 @@ class Replay:
         for op in ops:
             yield env.timeout(self.launch_s)
             kc = kernel_compute(self.hw, op)
-            traffic = self.l2.filter(op)
-            l2_s = traffic.l2_bytes / self.l2_Bps
-            on_chip_s = max(kc.time_s, l2_s)
-            sms = env.timeout(on_chip_s)
-            dram = env.process(self._dram(env, op, traffic, on_chip_s))
+            demand = self.dram_demand(op, kc.time_s)
+            sms = env.timeout(demand.on_chip_s)
+            dram = env.process(self._dram(env, demand))
             yield sms & dram
             service: Service = dram.value
             memory_s = service.span_ck * self.tck_s
-            bound = _bound(kc.time_s, memory_s, l2_s, self.launch_s, traffic.dram_bytes,
+            traffic = demand.traffic
+            bound = _bound(kc.time_s, memory_s, demand.l2_s, self.launch_s, traffic.dram_bytes,
                            self.hw.peak_bandwidth_Bps, self.slack_s)
-            self.timed.append(OpTime(op, kc.time_s, memory_s, kc.ceiling.key, bound, l2_s,
-                                     self.launch_s, traffic.dram_bytes))
+            self.timed.append(OpTime(op, kc.time_s, memory_s, kc.ceiling.key, bound,
+                                     demand.l2_s, self.launch_s, traffic.dram_bytes))
             self.detail.append(OpReplay(traffic, service, kc.tile_efficiency,
                                         kc.wave_efficiency))
             if bar is not None:
@@ -137,14 +150,23 @@ class Replay:
         if bar is not None:
             bar.close()
 
-    def _dram(self, env: simpy.Environment, op: Op, traffic: OpTraffic, on_chip_s: float):
-        """The L2's misses and write-backs through the GDDR6 engine, paced by the SMs."""
+    def dram_demand(self, op: Op, compute_s: float | None = None) -> DramDemand:
+        """The op's DRAM requests after the L2 (whose state it advances: call it for every op,
+        in order) and the SMs' pace. `compute_s`: the op's arithmetic time when known."""
+        if compute_s is None:
+            compute_s = kernel_compute(self.hw, op).time_s
+        traffic = self.l2.filter(op)
+        l2_s = traffic.l2_bytes / self.l2_Bps
         reqs = OpRequests(op.index, traffic, self.placement.address, self.capacity)
-        start_ck = math.ceil(env.now / self.tck_s)
-        pace_ck = on_chip_s / self.tck_s
         key = (op.kind, tuple((a.access.pattern, a.dram_bytes, a.is_write)
                               for a in traffic.accesses))
-        service = self.memory.serve(reqs, start_ck, pace_ck, key)
+        on_chip_s = max(compute_s, l2_s)
+        return DramDemand(traffic, reqs, compute_s, l2_s, on_chip_s, on_chip_s / self.tck_s, key)
+
+    def _dram(self, env: simpy.Environment, demand: DramDemand):
+        """The L2's misses and write-backs through the GDDR6 engine, paced by the SMs."""
+        start_ck = math.ceil(env.now / self.tck_s)
+        service = self.memory.serve(demand.requests, start_ck, demand.pace_ck, demand.key)
         yield env.timeout(service.span_ck * self.tck_s)
         return service
 
