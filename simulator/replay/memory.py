@@ -10,16 +10,20 @@ when the op is memory-bound.
 handed over at once: its steady rate over eight queue-fulls (streams meeting in the banks make
 the rate wander over a few queue-fulls), after a warm-up that fills the queues (the write
 queue to its high watermark) and before as long a cool-down, so that neither filling nor
-draining counts. Windows sit in the middle of the first and third quarters of the op's
-progress, then the second and fourth when those two disagree by more than 2 %. A shorter probe
+draining counts. The op's progress is cut into two equal strata, one window in each at a
+random but fixed place (windows at fixed fractions of the op fell in step with the bank
+conflicts that come and go along gigabyte arrays, and missed them). While the error bound is
+over 2 % of the DRAM time, each stratum is halved, keeping its window, and the new halves get
+one each: up to 32 windows, or as many as cost half the op's requests. A shorter probe
 window comes first, where the op's requests at the peak rate would take under half the SMs'
 time: when it shows the DRAM well hidden under the SMs' time (under half), the op needs no
 more. Ops with fewer requests than two windows are simulated in full, unless
 they are at least twice a probe's size and their probe shows the DRAM well hidden. Each
-quarter measured takes its share of the requests at its rate; the op takes the longer of the
-SMs' pace and that sum, plus the first window's fill and drain overhead. Two standard errors of
-the sum (collapsed strata: each pair of neighbouring quarters' variance estimated from their
-difference) is the op's reported error bound. Ops whose traffic has the same shape (repeated
+stratum takes its share of the requests at its window's rate; the op takes the longer of the
+SMs' pace and that sum, plus the first window's fill and drain overhead. The op's reported
+error bound is a 95 % confidence interval of the sum: its variance from collapsed strata
+(each pair of neighbouring strata's variance estimated from their difference), with Student's
+t for as many degrees of freedom as pairs. Ops whose traffic has the same shape (repeated
 layers) reuse the windows already measured. The engine's clock runs only while it simulates
 (the gaps between windows are not replayed, nor the refreshes in them), so its counts cover
 simulated time.
@@ -34,6 +38,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import stdtrit
 
 from simulator.dram.system import Counters, MemorySystem
 from simulator.replay.traffic import OpRequests, Requests, RequestScratch
@@ -41,9 +46,11 @@ from simulator.replay.traffic import OpRequests, Requests, RequestScratch
 CHUNK_REQUESTS = 1 << 20     # cycle fidelity feeds big ops in chunks of this many requests
 WINDOW_REQUESTS = 1 << 14    # sampled fidelity: requests measured per window, at least ...
 MEASURED_QUEUE_FULLS = 8     # ... and this many queue-fulls
-WINDOWS = 4                  # windows per op, one in each quarter of its progress, ...
-STRATA_ORDER = (0, 2, 1, 3)  # ... measured in this order, stopping after two when their
-REFINE_ABOVE = 0.02          # error bound is within 2 %
+FIRST_STRATA = (2, 8)        # windows per op at first, one per stratum of its progress: as
+FIRST_SHARE = 1 / 16         # many of these as cost this share of its requests; then ...
+MAX_WINDOWS = 32             # ... twice as many strata at a time, up to this many, ...
+REFINE_ABOVE = 0.02          # ... until the error bound is within 2 %
+CONFIDENCE = 0.95            # the error bound's confidence level
 HIDDEN_BELOW = 0.5           # no windows when the probe puts the DRAM under half the SMs' time
 PROBE_QUEUE_FULLS = 2        # a first, short window: enough to see the DRAM is well hidden
 MEMO_ENTRIES = 4096          # results kept for reuse, about 1 kB each
@@ -155,6 +162,7 @@ class SampledMemory(CycleMemory):
         self._queue = ms.org.channels * (c.read_buffer + c.write_buffer)
         self._measured = max(WINDOW_REQUESTS, MEASURED_QUEUE_FULLS * self._queue)
         self._probed = PROBE_QUEUE_FULLS * self._queue  # measured by a probe
+        self._window_requests = 2 * self._warm + self._measured
 
     def _measure(self, reqs: OpRequests, centre: float, measured: int
                  ) -> tuple[float, int, float, Counters]:
@@ -192,7 +200,7 @@ class SampledMemory(CycleMemory):
         n = reqs.count
         state = self._sampled.get(key)
         probed = 0
-        if n < 2 * (2 * self._warm + self._measured):  # two windows would cost as much
+        if n < FIRST_STRATA[0] * self._window_requests:  # two windows would cost as much
             if n >= 2 * (2 * self._warm + self._probed) and state is None \
                     and self._may_hide(n, pace_ck):
                 # a probe costs under half the op: is its DRAM time well hidden?
@@ -203,8 +211,10 @@ class SampledMemory(CycleMemory):
         if state is None:
             state = self._sampled[key] = _Strata()
         simulated = probed + self._refine(state, reqs, pace_ck)
-        dram_ck, err = (_stratified(state.rates, n) if state.rates
-                        else (n / state.probe, 0.0))
+        if state.strata:
+            dram_ck, err = _stratified(state.rates, state.strata, n)
+        else:  # the probe or the first window showed the DRAM well hidden
+            dram_ck, err = (self._dram_ck(state, n) if state.rates else n / state.probe), 0.0
         span = state.overhead + max(pace_ck, dram_ck)
         counts = state.counts.scaled(n / state.simulated)
         busy = np.minimum(counts.channel_busy, span)
@@ -244,9 +254,11 @@ class SampledMemory(CycleMemory):
         return bool(state.probe) and n / state.probe <= HIDDEN_BELOW * pace_ck
 
     def _refine(self, state: _Strata, reqs: OpRequests, pace_ck: float) -> int:
-        """Measure strata until the DRAM time is either well hidden under the SMs' pace (one
-        window says so) or known within REFINE_ABOVE (two, then all four); returns the
-        requests simulated now."""
+        """Measure windows until the DRAM time is either well hidden under the SMs' pace (one
+        window says so) or known within REFINE_ABOVE: one window in each of FIRST_STRATA
+        equal strata of the op's progress, then twice as many strata (each keeps its window,
+        its new half gets one) up to MAX_WINDOWS, or as many as cost half the op's requests.
+        Returns the requests simulated now."""
         n = reqs.count
         simulated = 0
         if not state.rates and self._may_hide(n, pace_ck):
@@ -254,19 +266,29 @@ class SampledMemory(CycleMemory):
             simulated = self._probe(state, reqs)
             if self._hidden(state, n, pace_ck):
                 return simulated
-        for i in STRATA_ORDER:
-            if state.rates:
-                dram_ck, err = _stratified(state.rates, n)
-                if dram_ck <= HIDDEN_BELOW * pace_ck:
-                    break
-                if len(state.rates) >= 2 and err <= REFINE_ABOVE * dram_ck:
-                    break
-            if i in state.rates:
-                continue
-            state.rates[i], window = self._window(state, reqs, (i + 0.5) / WINDOWS,
-                                                  self._measured)
-            simulated += window
-        return simulated
+        windows = n // self._window_requests   # the op's requests, in windows
+        strata = max(FIRST_STRATA[0], min(FIRST_STRATA[1], _power_of_two_upto(
+            int(FIRST_SHARE * windows))))
+        most = max(strata, min(MAX_WINDOWS, windows // 2))
+        while True:
+            for j in range(strata):
+                if state.rates and self._dram_ck(state, n) <= HIDDEN_BELOW * pace_ck:
+                    return simulated
+                if _window_in(state.rates, strata, j) is None:
+                    centre = (j + _jitter(strata, j)) / strata
+                    state.rates[centre], window = self._window(state, reqs, centre,
+                                                               self._measured)
+                    simulated += window
+            state.strata = strata
+            dram_ck, err = _stratified(state.rates, strata, n)
+            if err <= REFINE_ABOVE * dram_ck or 2 * strata > most:
+                return simulated
+            strata *= 2
+
+    @staticmethod
+    def _dram_ck(state: _Strata, n: int) -> float:
+        """The DRAM time of n requests from the windows so far, each at its own rate."""
+        return n * sum(1 / r for r in state.rates.values()) / len(state.rates)
 
     def _window(self, state: _Strata, reqs: OpRequests, centre: float, measured: int
                 ) -> tuple[float, int]:
@@ -282,18 +304,40 @@ class SampledMemory(CycleMemory):
 class _Strata:
     """What the windows of one traffic shape have measured so far."""
 
-    rates: dict[int, float] = dataclasses.field(default_factory=dict)  # quarter -> req per CK
+    rates: dict[float, float] = dataclasses.field(default_factory=dict)  # centre -> req per CK
+    strata: int = 0                # strata that each hold a window (0: not all measured)
     probe: float = 0.0             # req per CK of the short probe window
     overhead: float = 0.0          # the first window's fill and drain, CK
     simulated: int = 0
     counts: Counters | None = None
 
 
-def _stratified(rates: dict[int, float], n: int) -> tuple[float, float]:
-    """(time, two-standard-error bound) in CK of n requests split evenly among the strata
-    measured, each at its own rate; the variance of the sum from collapsed strata: strata in
-    neighbouring pairs, each pair's variance estimated by its squared difference."""
-    keys = sorted(rates)
-    times = [n / len(keys) / rates[k] for k in keys]
-    variance = sum((times[j] - times[j + 1]) ** 2 for j in range(0, len(times) - 1, 2))
-    return float(sum(times)), 2 * math.sqrt(variance)
+def _power_of_two_upto(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+def _jitter(strata: int, j: int) -> float:
+    """Where in stratum j of `strata` its window sits, as a fraction of the stratum: random
+    but fixed, so that windows do not fall in step with a pattern that repeats along the op
+    (bank conflicts that recur with the address bits the hash folds) and a run repeats."""
+    return float(np.random.default_rng((strata, j)).random())
+
+
+def _window_in(rates: dict[float, float], strata: int, j: int) -> float | None:
+    """The rate of the window centred in stratum j of `strata`, if one is."""
+    for centre, rate in rates.items():
+        if j <= centre * strata < j + 1:
+            return rate
+    return None
+
+
+def _stratified(rates: dict[float, float], strata: int, n: int) -> tuple[float, float]:
+    """(time, bound) in CK of n requests split evenly among the strata, each at the rate of
+    its window. The bound is the half-width of a CONFIDENCE interval: the variance of the sum
+    from collapsed strata (strata in neighbouring pairs, each pair's variance estimated by its
+    squared difference), with Student's t for as many degrees of freedom as pairs (two windows
+    that happen to agree say little)."""
+    times = [n / strata / _window_in(rates, strata, j) for j in range(strata)]
+    variance = sum((times[j] - times[j + 1]) ** 2 for j in range(0, strata - 1, 2))
+    return float(sum(times)), float(stdtrit(strata // 2, 0.5 + CONFIDENCE / 2)) * math.sqrt(
+        variance)
