@@ -100,7 +100,7 @@ def test_sampled_windows_do_not_fall_in_step_with_a_repeating_pattern(t4):
         got = sampler.serve(op, 0, 0.0, "op")
         exact = n * (0.5 / 6.0 + 0.5 / 7.0)
         within += abs(got.span_ck - exact) <= got.error_ck + 1e-9 * exact
-        assert got.error_ck < 0.05 * exact
+        assert got.error_ck < 0.1 * exact
     assert within >= 0.8 * 64
 
 

@@ -10,11 +10,13 @@ when the op is memory-bound.
 handed over at once: its steady rate over eight queue-fulls (streams meeting in the banks make
 the rate wander over a few queue-fulls), after a warm-up that fills the queues (the write
 queue to its high watermark) and before as long a cool-down, so that neither filling nor
-draining counts. The op's progress is cut into two equal strata, one window in each at a
-random but fixed place (windows at fixed fractions of the op fell in step with the bank
-conflicts that come and go along gigabyte arrays, and missed them). While the error bound is
-over 2 % of the DRAM time, each stratum is halved, keeping its window, and the new halves get
-one each: up to 32 windows, or as many as cost half the op's requests. A shorter probe
+draining counts. The op's progress is cut into equal strata, one window in each at a random
+but fixed place (windows at fixed fractions of the op fell in step with the bank conflicts
+that come and go along large arrays, and missed them): two strata, or up to eight where they
+cost a sixteenth of the op's requests (two windows that happen to agree can hide what the
+others would see). While the error bound is over 2 % of the DRAM time, each stratum is
+halved, keeping its window, and the new halves get one each: up to 16 windows, or as many as
+cost half the op's requests. A shorter probe
 window comes first, where the op's requests at the peak rate would take under half the SMs'
 time: when it shows the DRAM well hidden under the SMs' time (under half), the op needs no
 more. Ops with fewer requests than two windows are simulated in full, unless
@@ -48,7 +50,7 @@ WINDOW_REQUESTS = 1 << 14    # sampled fidelity: requests measured per window, a
 MEASURED_QUEUE_FULLS = 8     # ... and this many queue-fulls
 FIRST_STRATA = (2, 8)        # windows per op at first, one per stratum of its progress: as
 FIRST_SHARE = 1 / 16         # many of these as cost this share of its requests; then ...
-MAX_WINDOWS = 32             # ... twice as many strata at a time, up to this many, ...
+MAX_WINDOWS = 16             # ... twice as many strata at a time, up to this many, ...
 REFINE_ABOVE = 0.02          # ... until the error bound is within 2 %
 CONFIDENCE = 0.95            # the error bound's confidence level
 HIDDEN_BELOW = 0.5           # no windows when the probe puts the DRAM under half the SMs' time
