@@ -286,7 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "(e.g. data_rate_gbps=12,14,16 or nCL=20,24)")
     sw.add_argument("--fidelity", choices=FIDELITIES,
                     help="(default: the sweep file's, else sampled)")
-    sw.add_argument("--workers", type=int, help="local processes (default: all cores)")
+    sw.add_argument("--workers", type=int,
+                    help="local processes (default: the CPUs this process may use)")
     sw.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                     help="run the points on this Dask distributed scheduler instead")
     sw.add_argument("--out", metavar="DIR", help="results folder (default: sweep-NAME); "

@@ -37,12 +37,16 @@ _threads: int | None = None
 _pool: ThreadPoolExecutor | None = None
 
 
-def engine_threads() -> int:
-    """Threads the engine shares channels among: the CPUs this process may run on, unless
-    set_engine_threads said otherwise (a sweep's worker processes share the CPUs out)."""
-    if _threads:
-        return _threads
+def usable_cpus() -> int:
+    """The CPUs this process may run on (a container or taskset may allow fewer than the
+    machine has)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def engine_threads() -> int:
+    """Threads the engine shares channels among: usable_cpus(), unless set_engine_threads said
+    otherwise (a sweep's worker processes share the CPUs out)."""
+    return _threads or usable_cpus()
 
 
 def set_engine_threads(n: int) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from simulator import resources
 from simulator.config.hardware import Hardware
-from simulator.dram.system import engine_threads, set_engine_threads
+from simulator.dram.system import engine_threads, set_engine_threads, usable_cpus
 from simulator.errors import InputError
 from simulator.gpu import memory_path
 from simulator.sweep.spec import Point, SweepSpec
@@ -204,7 +204,7 @@ def run_sweep(spec: SweepSpec, out: Path, workers: int | None = None,
     store = PointStore(out / "points.jsonl")  # the folder appears with the first point
     points = spec.points()
     todo = [p for p in points if not store.done(p)]
-    workers = workers or os.cpu_count() or 1
+    workers = workers or usable_cpus()
     stream = _dask(todo, spec.fidelity, scheduler) if scheduler else _local(
         todo, spec.fidelity, min(workers, max(len(todo), 1)))
     for point, result, error in stream:
