@@ -257,10 +257,11 @@ class SampledMemory(CycleMemory):
 
     def _refine(self, state: _Strata, reqs: OpRequests, pace_ck: float) -> int:
         """Measure windows until the DRAM time is either well hidden under the SMs' pace (one
-        window says so) or known within REFINE_ABOVE: one window in each of FIRST_STRATA
-        equal strata of the op's progress, then twice as many strata (each keeps its window,
-        its new half gets one) up to MAX_WINDOWS, or as many as cost half the op's requests.
-        Returns the requests simulated now."""
+        window says so) or known within REFINE_ABOVE: one window in each of 2 to 8 equal
+        strata of the op's progress (FIRST_STRATA; as many as cost FIRST_SHARE of its
+        requests), then twice as many strata (each keeps its window, its new half gets one) up
+        to MAX_WINDOWS, or as many as cost half the op's requests. Returns the requests
+        simulated now."""
         n = reqs.count
         simulated = 0
         if not state.rates and self._may_hide(n, pace_ck):
@@ -315,6 +316,7 @@ class _Strata:
 
 
 def _power_of_two_upto(n: int) -> int:
+    """The largest power of two not above n (1 for n < 1)."""
     return 1 << (max(n, 1).bit_length() - 1)
 
 
