@@ -187,8 +187,8 @@ def _pools_in_child(q):
     from simulator.dram import system
     from simulator.replay import memory
     try:
-        q.put((memory._prefetch(int, "2").result(timeout=20),
-               system._thread_pool().submit(int, "3").result(timeout=20)))
+        q.put((memory._prefetcher.submit(int, "2").result(timeout=20),
+               system._pool.submit(int, "3").result(timeout=20)))
     except Exception as exc:  # noqa: BLE001 - reported to the parent
         q.put(repr(exc))
 
@@ -201,8 +201,8 @@ def test_forked_workers_start_their_own_threads():
 
     from simulator.dram import system
     from simulator.replay import memory
-    memory._prefetch(int, "1").result()
-    system._thread_pool().submit(int, "1").result()
+    memory._prefetcher.submit(int, "1").result()
+    system._pool.submit(int, "1").result()
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
     child = ctx.Process(target=_pools_in_child, args=(q,))

@@ -8,8 +8,6 @@
 from __future__ import annotations
 
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from simulator.dram.organization import ACCESS_BYTES, Organization, organization
 from simulator.dram.timing import GDDR6Timing
 from simulator.dram.tracefile import read_blocks
 from simulator.errors import InputError
+from simulator.threads import LazyPool, usable_cpus
 from simulator.units import BITS_PER_BYTE, tck_ns
 
 # Micron's GDDR6 "average device power" per bit moved (shared/reference/gddr6.md 1.5); a
@@ -34,13 +33,6 @@ DEFAULT_GDDR6_PJ_PER_BIT = 7.5
 REQUESTS_PER_THREAD = 1 << 13
 
 _threads: int | None = None
-_pool: ThreadPoolExecutor | None = None
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (a container or taskset may allow fewer than the
-    machine has)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def engine_threads() -> int:
@@ -54,22 +46,7 @@ def set_engine_threads(n: int) -> None:
     _threads = max(1, int(n))
 
 
-def _thread_pool() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=engine_threads(), thread_name_prefix="gddr6")
-    return _pool
-
-
-def _forget_pool() -> None:
-    """A forked process (a sweep's worker) has none of its parent's threads: a pool it
-    inherited would queue jobs that never run."""
-    global _pool
-    _pool = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
+_pool = LazyPool("gddr6", engine_threads)
 
 
 @dataclass(frozen=True)
@@ -361,7 +338,7 @@ class MemorySystem:
             if threads == 1:
                 share(0)
             else:
-                for job in [_thread_pool().submit(share, k) for k in range(threads)]:
+                for job in [_pool.submit(share, k) for k in range(threads)]:
                     job.result()
 
         run(-1, starts)

@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +42,7 @@ from scipy.special import stdtrit
 
 from simulator.dram.system import Counters, MemorySystem
 from simulator.replay.traffic import OpRequests, Requests, RequestScratch
+from simulator.threads import LazyPool
 
 CHUNK_REQUESTS = 1 << 20     # cycle fidelity feeds big ops in chunks of this many requests
 WINDOW_REQUESTS = 1 << 14    # sampled fidelity: requests measured per window, at least ...
@@ -89,26 +88,9 @@ class _ChunkBuffers:
         return r, out
 
 
-_prefetcher: ThreadPoolExecutor | None = None
-
-
-def _prefetch(job, *args) -> Future:
-    """Run job(*args) on the replay's one prefetch thread (its work is compiled code and numpy
-    that release the GIL, so it overlaps the engine's threads)."""
-    global _prefetcher
-    if _prefetcher is None:
-        _prefetcher = ThreadPoolExecutor(1, thread_name_prefix="replay-prefetch")
-    return _prefetcher.submit(job, *args)
-
-
-def _forget_prefetcher() -> None:
-    """A forked process (a sweep's worker) has none of its parent's threads."""
-    global _prefetcher
-    _prefetcher = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_prefetcher)
+# the next chunk's requests are prepared here while the engine runs this one (its work is
+# compiled code and numpy that release the GIL, so it overlaps the engine's threads)
+_prefetcher = LazyPool("replay-prefetch", lambda: 1)
 
 
 class CycleMemory:
@@ -129,7 +111,7 @@ class CycleMemory:
         ready = self._buffers[0].prepare(reqs, 0.0, 1 / chunks, start_ck, pace_ck)
         for c in range(chunks):
             # the next chunk is prepared while the engine runs this one
-            nxt = (_prefetch(self._buffers[(c + 1) % 2].prepare, reqs, (c + 1) / chunks,
+            nxt = (_prefetcher.submit(self._buffers[(c + 1) % 2].prepare, reqs, (c + 1) / chunks,
                              (c + 2) / chunks, start_ck, pace_ck) if c + 1 < chunks else None)
             r, arrival = ready
             try:

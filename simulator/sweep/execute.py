@@ -24,10 +24,11 @@ from typing import Any
 
 from simulator import resources
 from simulator.config.hardware import Hardware
-from simulator.dram.system import engine_threads, set_engine_threads, usable_cpus
+from simulator.dram.system import engine_threads, set_engine_threads
 from simulator.errors import InputError
 from simulator.gpu import memory_path
 from simulator.sweep.spec import Point, SweepSpec
+from simulator.threads import usable_cpus
 from simulator.units import GB
 
 _DRAM_MEMO: dict = {}  # this process's sampled DRAM results, for the points it runs next
