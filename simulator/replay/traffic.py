@@ -28,7 +28,9 @@ from simulator.workload.trace import Pattern
 
 LINE_BYTES = 128  # one L2 line: four 32 B sectors
 _BURSTS_PER_LINE = LINE_BYTES // ACCESS_BYTES
-_PATTERN_CODE = {Pattern.SEQUENTIAL: 0, Pattern.STRIDED: 1, Pattern.GATHER: 2}
+_SEQUENTIAL, _STRIDED, _GATHER = 0, 1, 2  # the patterns as _fill takes them
+_PATTERN_CODE = {Pattern.SEQUENTIAL: _SEQUENTIAL, Pattern.STRIDED: _STRIDED,
+                 Pattern.GATHER: _GATHER}
 _GATHER_HASH = 0x9E3779B1  # a multiplicative hash of the line number spreads a gather's lines
 
 
@@ -132,13 +134,13 @@ def _fill(ints, floats, capacity, address, is_write, progress):
         lines_in_tensor = max(size // LINE_BYTES, 1)
         n_lines = max(-(-n // _BURSTS_PER_LINE), 1)
         for k in range(lo, hi):
-            if pattern == 0:
+            if pattern == _SEQUENTIAL:
                 offset = (k * ACCESS_BYTES) % size
             else:
                 line, sector = k // _BURSTS_PER_LINE, k % _BURSTS_PER_LINE
-                if pattern == 1:  # strided: lines spread evenly over the tensor
+                if pattern == _STRIDED:  # lines spread evenly over the tensor
                     where = (line * lines_in_tensor) // n_lines
-                else:             # gather: at hashed places
+                else:                    # gather: at hashed places
                     where = ((line + seed) * _GATHER_HASH) % lines_in_tensor
                 offset = (where * LINE_BYTES + sector * ACCESS_BYTES) % size
             address[q] = (base + offset) % capacity
