@@ -104,6 +104,20 @@ def test_sampled_windows_do_not_fall_in_step_with_a_repeating_pattern(t4):
     assert within >= 0.8 * 64
 
 
+def test_step_bound_adds_one_shapes_ops_and_combines_shapes_in_quadrature():
+    """Ops of one traffic shape reuse the same windows, so their errors move together and
+    their bounds add; shapes measured on windows of their own are independent."""
+    from simulator.replay import OpReplay, step_error_bound
+    from simulator.replay.memory import Service
+
+    def op(key, error_ck):
+        return OpReplay(None, Service(1e6, error_ck, None, 0), 1.0, 1.0, key)
+
+    assert step_error_bound([op("a", 3.0), op("a", 4.0), op("b", 24.0)]) == pytest.approx(25.0)
+    assert step_error_bound([op("a", 3.0), op("b", 4.0)]) == pytest.approx(5.0)
+    assert step_error_bound([op("a", 0.0)]) == 0.0
+
+
 def test_replay_is_deterministic(cnn, t4, cnn_sampled):
     again = replay(cnn, t4, "sampled")
     assert [o.time_s for o in again.ops] == [o.time_s for o in cnn_sampled.ops]

@@ -12,6 +12,7 @@ op, extrapolated; see replay/memory.py) and `analytic` (estimate.py; no replay).
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 
 import simpy
@@ -45,6 +46,7 @@ class OpReplay:
     service: Service
     tile_efficiency: float
     wave_efficiency: float
+    key: tuple                      # the traffic's shape (DramDemand.key)
 
 
 @dataclass(frozen=True)
@@ -69,11 +71,24 @@ class ReplayDetails:
     l2_bandwidth_GBps: float
     l2_bandwidth_measured: bool
     cache_bytes: int
-    error_bound_s: float            # sampled: sum of the ops' extrapolation bounds; cycle: 0
+    error_bound_s: float            # sampled: the ops' bounds combined (step_error_bound); cycle: 0
     simulated_requests: int
     bottlenecks: Bottlenecks
     placement: Placement
     fits: bool
+
+
+def step_error_bound(detail: list[OpReplay]) -> float:
+    """The step's error bound in CK from its ops' 95 % bounds: summed over the ops of one
+    traffic shape (they reuse the same windows, so their errors move together), combined in
+    quadrature across shapes (each measured on windows of its own). Each op's bound is
+    Student's t, at least 1.96, times its standard error, so this is at least 1.96 times the
+    standard error of the sum: a 95 % interval. Summing every op's bound would treat all the
+    shapes' errors as moving together, which their independent windows do not."""
+    by_shape: dict[tuple, float] = defaultdict(float)
+    for d in detail:
+        by_shape[d.key] += d.service.error_ck
+    return math.sqrt(sum(b * b for b in by_shape.values()))
 
 
 def _bound(compute_s: float, memory_s: float, l2_s: float, launch_s: float, dram_bytes: int,
@@ -114,7 +129,7 @@ class Replay:
         env.process(self._kernel_stream(env))
         env.run()
         analytic = estimate(self.trace, self.hw)
-        errors = sum(d.service.error_ck for d in self.detail) * self.tck_s
+        errors = step_error_bound(self.detail) * self.tck_s
         details = ReplayDetails(
             analytic, self.detail, self.ms.stats(), self.l2_Bps / GB, self.l2_measured,
             self.l2.capacity, errors, sum(d.service.simulated_requests for d in self.detail),
@@ -144,7 +159,7 @@ class Replay:
             self.timed.append(OpTime(op, kc.time_s, memory_s, kc.ceiling.key, bound,
                                      demand.l2_s, self.launch_s, traffic.dram_bytes))
             self.detail.append(OpReplay(traffic, service, kc.tile_efficiency,
-                                        kc.wave_efficiency))
+                                        kc.wave_efficiency, demand.key))
             if bar is not None:
                 bar.update()
         if bar is not None:
