@@ -162,6 +162,15 @@ BAD_HARDWARE = [
      "$.memory.timing.cycles_ck", "'nFAW' is required"),
     ("unknown memory type", lambda d: d["memory"].update(type="GDDR5"), "$.memory.type",
      "expected one of"),
+    ("mapping names a field twice", lambda d: d["memory"].update(address_mapping={
+        "fields": ["channel", "channel", "bank", "row", "column"], "source": "x"}),
+     "$.memory.address_mapping.fields", "expected 'channel' once as a plain name, got it 2"),
+    ("mapping part too wide", lambda d: d["memory"].update(address_mapping={
+        "fields": ["channel:5", "channel", "bankgroup", "bank", "row", "column"], "source": "x"}),
+     "$.memory.address_mapping.fields", "'channel' has 16 values, which its parts of 32"),
+    ("mapping without its source", lambda d: d["memory"].update(address_mapping={
+        "fields": ["channel", "bankgroup", "bank", "row", "column"]}),
+     "$.memory.address_mapping", "'source' is required"),
 ]
 
 

@@ -227,6 +227,40 @@ def test_default_mapping_reaches_nccds_on_a_stream():
     assert default.stats().bandwidth_GBps > 0.85 * default.stats().peak_bandwidth_GBps
 
 
+@pytest.mark.parametrize("fields", [
+    ("column:3", "channel", "bankgroup", "column", "bank", "row"),
+    ("bank:1", "channel:1", "column", "channel", "bank", "row", "bankgroup"),
+])
+def test_split_mapping_fields_decode_every_address_to_its_own_place(fields):
+    """A field split into parts ('column:3' its lowest 3 bits, the plain name the rest) still
+    gives each 32 B access of the memory its own channel, bank, row and column."""
+    from simulator.dram.mapping import AddressMapping
+    from simulator.dram.organization import Organization
+
+    org = Organization(channels=4, bank_groups=2, banks_per_group=2, rows=8, row_bytes=512)
+    mapping = AddressMapping(fields=fields, hash=(("bank", "row"),))
+    addr = np.arange(org.capacity_bytes // 32, dtype=np.uint64) * 32
+    f = mapping.decode(addr, org)
+    place = (((f["channel"] * 2 + f["bankgroup"]) * 2 + f["bank"]) * 8 + f["row"]) * 16 \
+        + f["column"]
+    assert sorted(place.tolist()) == list(range(len(addr)))
+    if fields[0] == "column:3":  # 8 accesses (256 B) on a channel, then the next channel
+        assert f["channel"][:24].tolist() == [0] * 8 + [1] * 8 + [2] * 8
+        assert f["column"][:10].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 0, 1]
+        assert f["bankgroup"][32] == 1 and f["column"][32] == 0  # past all 4 channels
+        assert f["column"][64] == 8  # the column's upper part, past both bank groups
+
+
+def test_rx_6900_xt_channels_are_address_bits_8_to_11():
+    """The Linux driver's Navi 21 mapping (hardware/rx-6900-xt.json): 256 B per channel,
+    16 channels, unhashed."""
+    hw = load_hardware("rx-6900-xt")
+    ms = MemorySystem.from_hardware(hw, controller=memory_path.controller(hw))
+    addr = np.random.default_rng(5).integers(0, 2**34 // 32, 10_000).astype(np.uint64) * 32
+    assert (ms.decode(addr)["channel"] == (addr >> np.uint64(8)) % 16).all()
+    assert memory_path.controller(hw).read_buffer == memory_path.GPU_CONTROLLER.read_buffer
+
+
 @pytest.mark.parametrize("frontend", ["in_order", "per_channel"])
 def test_streaming_in_chunks_equals_one_feed(frontend):
     n = 30_000

@@ -8,6 +8,8 @@ from pathlib import Path
 from simulator import resources, units
 from simulator.config.loader import load
 from simulator.dram.controller import ControllerConfig
+from simulator.dram.mapping import AddressMapping
+from simulator.dram.organization import organization
 from simulator.dram.timing import GDDR6Timing, check
 from simulator.errors import InputError
 
@@ -144,23 +146,43 @@ def parse_hardware(raw: dict, file: str) -> Hardware:
                          file=file, path="$.name")
     compute = raw.get("compute", {"peak_tflops": {}})
     peaks = {k: compute["peak_tflops"].get(k) for k in PEAK_KEYS}
+    memory = _memory(raw, file)
     return Hardware(
         name=raw["name"], display_name=raw["display_name"], vendor=raw["vendor"],
-        chip=raw.get("chip", ""), memory=_memory(raw, file),
+        chip=raw.get("chip", ""), memory=memory,
         l2_bytes=raw.get("cache", {}).get("l2_bytes", 0),
         last_level_cache_bytes=raw.get("cache", {}).get("last_level_cache_bytes", 0),
         peak_tflops=peaks, sm_count=compute.get("sm_count"), tdp_w=raw.get("tdp_w"),
         price_usd=raw.get("price_usd"), sources=tuple(raw["sources"]), path=file,
-        controller=_controller(raw, file),
+        controller=_controller(raw, memory, file),
         energy_pj_per_bit=raw["memory"].get("energy_pj_per_bit"),
         l2_bandwidth_GBps=raw.get("cache", {}).get("l2_bandwidth_GBps"),
         kernel_launch_overhead_us=compute.get("kernel_launch_overhead_us"),
         controller_stated="controller" in raw["memory"])
 
 
-def _controller(raw: dict, file: str) -> ControllerConfig:
+def _address_mapping(raw: dict, memory: MemorySpec, file: str) -> AddressMapping | None:
+    m = raw["memory"].get("address_mapping")
+    if m is None:
+        return None
+    path = "$.memory.address_mapping"
+    try:
+        mapping = AddressMapping(
+            fields=tuple(m["fields"]),
+            hash=tuple((h["target"], h["source"]) for h in m.get("hash", [])))
+    except ValueError as e:
+        raise InputError(str(e), file=file, path=f"{path}.fields") from None
+    if memory.type in GDDR_TYPES:
+        try:
+            mapping.check(organization(memory, file))
+        except ValueError as e:
+            raise InputError(str(e), file=file, path=f"{path}.fields") from None
+    return mapping
+
+
+def _controller(raw: dict, memory: MemorySpec, file: str) -> ControllerConfig:
     c = dict(raw["memory"].get("controller", {}))
-    ctl = ControllerConfig.from_dict(c)
+    ctl = ControllerConfig.from_dict(c, _address_mapping(raw, memory, file))
     if ctl.write_low_watermark >= ctl.write_high_watermark:
         raise InputError(f"expected write_low_watermark < write_high_watermark "
                          f"({ctl.write_high_watermark}), got {ctl.write_low_watermark}",

@@ -27,11 +27,7 @@ class ControllerConfig:
     mapping: AddressMapping = field(default_factory=AddressMapping)
 
     @classmethod
-    def from_dict(cls, raw: dict) -> ControllerConfig:
-        args = dict(raw)
-        m = args.pop("address_mapping", None)
-        if m is not None:
-            args["mapping"] = AddressMapping(
-                fields=tuple(m["fields"]),
-                hash=tuple((h["target"], h["source"]) for h in m.get("hash", [])))
-        return cls(**args)
+    def from_dict(cls, raw: dict, mapping: AddressMapping | None = None) -> ControllerConfig:
+        """From a hardware file's `memory.controller`; the mapping is the file's
+        `memory.address_mapping` (a fact of the card, which every controller setting uses)."""
+        return cls(**raw) if mapping is None else cls(**raw, mapping=mapping)

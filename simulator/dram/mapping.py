@@ -4,6 +4,9 @@ A mapping lists the fields from least to most significant above the 32 B access 
 (Ramulator's RoBaRaCoCh is ["channel", "column", "bankgroup", "bank", "row"]). Each field takes
 its count's worth of the address by division, so channel counts that are not powers of two
 (24 channels on a 384-bit bus) interleave by modulo, and power-of-two ones are bit fields.
+A field may be split: "column:3" takes the next 3 bits for the column's lowest part, and the
+plain "column" later takes the rest, as controllers that keep 256 B (8 accesses) on a channel
+before moving to the next do.
 `hash` entries fold a source field into a target, as GPUs do to spread strided streams: XOR
 of all the source's bits, log2(count) at a time, where the target count is a power of two;
 addition modulo the count otherwise.
@@ -47,14 +50,45 @@ def _fold_table(n: int, count: int) -> np.ndarray:
     return table
 
 
+def parts(fields: tuple[str, ...]) -> list[tuple[str, int]]:
+    """The fields as (name, bits) parts, least significant first; bits 0 for a field's plain
+    name, which takes what its other parts leave. ValueError unless each field is named
+    plainly exactly once."""
+    out = []
+    for f in fields:
+        name, _, bits = f.partition(":")
+        if name not in FIELDS or (bits and not (bits.isdigit() and int(bits) > 0)):
+            raise ValueError(f"expected a field of {', '.join(FIELDS)}, optionally as "
+                             f"'name:bits', got '{f}'")
+        out.append((name, int(bits or 0)))
+    plain = [name for name, bits in out if not bits]
+    for name in FIELDS:
+        if plain.count(name) != 1:
+            raise ValueError(f"expected '{name}' once as a plain name, got it "
+                             f"{plain.count(name)} times")
+    return out
+
+
 @dataclass(frozen=True)
 class AddressMapping:
     fields: tuple[str, ...] = DEFAULT_FIELDS
     hash: tuple[tuple[str, str], ...] = DEFAULT_HASH
 
+    def __post_init__(self):
+        parts(self.fields)
+
     def counts(self, org: Organization) -> dict[str, int]:
         return {"channel": org.channels, "bankgroup": org.bank_groups,
                 "bank": org.banks_per_group, "row": org.rows, "column": org.columns}
+
+    def check(self, org: Organization) -> None:
+        """ValueError unless each split field's parts divide its count."""
+        counts = self.counts(org)
+        for name in FIELDS:
+            split = 1 << sum(bits for n, bits in parts(self.fields) if n == name)
+            if counts[name] % split:
+                raise ValueError(f"'{name}' has {counts[name]} values, which its parts of "
+                                 f"{split} do not divide")
 
     def decode(self, addresses: np.ndarray, org: Organization,
                out: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -69,14 +103,27 @@ class AddressMapping:
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - mappings and organizations are few
     def _plan(self, org: Organization) -> tuple[np.ndarray, ...]:
-        """The decode as arrays for `_decode`, made once per organization: field order,
-        counts and log2 counts (FIELDS order), hash targets and sources, fold tables."""
+        """The decode as arrays for `_decode`, made once per organization: per part (least
+        significant first) its field, size, step and log2 size; the fields' counts (FIELDS
+        order); hash targets and sources, fold tables."""
+        self.check(org)
         counts = self.counts(org)
         by_name = np.array([counts[name] for name in FIELDS], np.int64)
-        # log2 of each power-of-two count (a bit field), -1 where the count is not one
-        shifts = np.array([n.bit_length() - 1 if n & (n - 1) == 0 else -1
-                           for n in by_name.tolist()], np.int64)
-        order = np.array([FIELDS.index(name) for name in self.fields], np.int64)
+        # each part: its field, its count of values, and the field's value of one of its steps
+        split = {name: 1 << sum(b for n, b in parts(self.fields) if n == name) for name in FIELDS}
+        order, sizes, steps, step = [], [], [], dict.fromkeys(FIELDS, 1)
+        for name, bits in parts(self.fields):
+            size = 1 << bits if bits else counts[name] // split[name]
+            order.append(FIELDS.index(name))
+            sizes.append(size)
+            steps.append(step[name])
+            step[name] *= size
+        # log2 of each power-of-two part size (a bit field), -1 where the size is not one
+        shifts = np.array([n.bit_length() - 1 if n & (n - 1) == 0 else -1 for n in sizes],
+                          np.int64)
+        order = np.array(order, np.int64)
+        sizes = np.array(sizes, np.int64)
+        steps = np.array(steps, np.int64)
         targets = np.array([FIELDS.index(t) for t, _ in self.hash], np.int64)
         sources = np.array([FIELDS.index(s) for _, s in self.hash], np.int64)
         width = max([counts[s] for _, s in self.hash], default=1)
@@ -85,31 +132,41 @@ class AddressMapping:
             n = counts[target]
             if n & (n - 1) == 0:
                 tables[j, :counts[source]] = _fold_table(n, counts[source])
-        plan = (order, by_name, shifts, targets, sources, tables)
+        plan = (order, sizes, steps, shifts, by_name, targets, sources, tables)
         for a in plan:
             a.flags.writeable = False  # shared by every decode
         return plan
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _decode(access, order, counts, shifts, targets, sources, tables, out):
-    """out[f, i]: field f (FIELDS order) of access i; see AddressMapping. A field is the
-    access divided by the counts below it, modulo its own: masks and shifts while every count
-    so far is a power of two. One pass per field and per hash, each a simple loop."""
+def _decode(access, order, sizes, steps, shifts, counts, targets, sources, tables, out):
+    """out[f, i]: field f (FIELDS order) of access i; see AddressMapping. A part is the
+    access divided by the sizes of the parts below it, modulo its own (masks and shifts while
+    every size so far is a power of two), times its step within its field. One pass per part
+    and per hash, each a simple loop."""
     n = access.shape[0]
-    below = 1  # the product of the counts of the fields below
+    below = 1  # the product of the sizes of the parts below
     shift = 0  # its log2, while every one is a power of two (else -1)
     for j in range(order.shape[0]):
         f = order[j]
-        c = counts[f]
-        if shift >= 0 and shifts[f] >= 0:
-            for i in range(n):
-                out[f, i] = (access[i] >> shift) & (c - 1)
-            shift += shifts[f]
+        c = sizes[j]
+        step = steps[j]
+        if shift >= 0 and shifts[j] >= 0:
+            if step == 1:  # the field's lowest part, or its only one
+                for i in range(n):
+                    out[f, i] = (access[i] >> shift) & (c - 1)
+            else:
+                for i in range(n):
+                    out[f, i] += ((access[i] >> shift) & (c - 1)) * step
+            shift += shifts[j]
         else:
             shift = -1
-            for i in range(n):
-                out[f, i] = (access[i] // below) % c
+            if step == 1:
+                for i in range(n):
+                    out[f, i] = (access[i] // below) % c
+            else:
+                for i in range(n):
+                    out[f, i] += ((access[i] // below) % c) * step
         below *= c
     for j in range(targets.shape[0]):
         t, s = targets[j], sources[j]

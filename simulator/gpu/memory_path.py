@@ -7,12 +7,15 @@ latency at full rate), writes drained in batches of about 230 (from 95 % to 50 %
 512-entry queue), with per-bank refresh as GDDR6 GPUs use. Each channel's queues fill from its
 own requests (per-channel front ends): the crossbar feeds every memory partition from its own
 L2 slices, so a full queue holds back that partition's misses, not the whole GPU's. One
-setting for every card; the card-specific part is its organisation, timing and hashing.
+setting for every card; the card-specific part is its organisation, timing and address
+mapping (the file's `memory.address_mapping` where its maker documents one).
 benchmarks/stream_fidelity.py compares the result with sustained bandwidth measured on three
 cards.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from simulator.config.hardware import Hardware
 from simulator.dram.controller import ControllerConfig
@@ -24,5 +27,8 @@ GPU_CONTROLLER = ControllerConfig(
 
 
 def controller(hw: Hardware) -> ControllerConfig:
-    """The file's own `memory.controller` when it states one, else the GPU memory path."""
-    return hw.controller if hw.controller_stated else GPU_CONTROLLER
+    """The file's own `memory.controller` when it states one, else the GPU memory path; with
+    the file's address mapping either way."""
+    if hw.controller_stated:
+        return hw.controller
+    return dataclasses.replace(GPU_CONTROLLER, mapping=hw.controller.mapping)
