@@ -168,6 +168,12 @@ def _percentiles(hist: np.ndarray) -> dict[str, float]:
             "max": float(nz[-1])}
 
 
+def configuration(org: Organization, timing: GDDR6Timing, controller: ControllerConfig) -> str:
+    """What decides how the engine serves requests, in CK cycles: memory systems with the same
+    string give the same results (the data rate only turns cycles into seconds)."""
+    return repr((org, timing, controller))
+
+
 class MemorySystem:
     """Channels, banks, controllers and refresh of one GDDR6 memory system."""
 
@@ -230,6 +236,10 @@ class MemorySystem:
         self._log = np.zeros((log_commands, 6), np.int64)
         self._finished = False
         self.idle()
+
+    @property
+    def configuration(self) -> str:
+        return configuration(self.org, self.timing, self.controller)
 
     @classmethod
     def from_hardware(cls, hw: Hardware, log_commands: int = 0,

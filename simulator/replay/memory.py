@@ -132,7 +132,7 @@ class SampledMemory(CycleMemory):
         # same dict (a sweep's worker, across points): each starts from an idle memory system,
         # so a result depends on nothing but the memory system and its requests
         self._memo = {} if memo is None else memo
-        self._config = repr((ms.org, ms.timing, ms.controller))
+        self._config = ms.configuration
         # (traffic key, pace) -> (span, error bound, counters) of ops simulated in full
         self._seen: dict[object, tuple[float, float, Counters]] = {}
         self._sampled: dict[object, _Strata] = {}   # traffic key -> its windows so far

@@ -24,7 +24,8 @@ from typing import Any
 
 from simulator import resources
 from simulator.config.hardware import Hardware
-from simulator.dram.system import engine_threads, set_engine_threads
+from simulator.dram.organization import organization
+from simulator.dram.system import configuration, engine_threads, set_engine_threads
 from simulator.errors import InputError
 from simulator.gpu import memory_path
 from simulator.sweep.spec import Point, SweepSpec
@@ -123,7 +124,11 @@ def _memory_groups(todo: list[Point]) -> list[list[Point]]:
     idle time at the end."""
     groups: dict[str, list[Point]] = {}
     for p in todo:
-        key = repr((p.hardware.memory, memory_path.controller(p.hardware)))
+        m = p.hardware.memory
+        # the key under which `sampled` keeps its DRAM results (analytic-only HBM: the spec)
+        key = (configuration(organization(m, p.hardware.path), m.timing,
+                             memory_path.controller(p.hardware))
+               if m.is_gddr and m.timing is not None else repr(m))
         groups.setdefault(key, []).append(p)
     return sorted(groups.values(), key=lambda g: g[0].hardware.memory.peak_bandwidth_GBps)
 
