@@ -169,7 +169,8 @@ def _address_mapping(raw: dict, memory: MemorySpec, file: str) -> AddressMapping
     try:
         mapping = AddressMapping(
             fields=tuple(m["fields"]),
-            hash=tuple((h["target"], h["source"]) for h in m.get("hash", [])))
+            hash=tuple((h["target"], h["source"]) for h in m.get("hash", [])),
+            source=m["source"])
     except ValueError as e:
         raise InputError(str(e), file=file, path=f"{path}.fields") from None
     if memory.type in GDDR_TYPES:

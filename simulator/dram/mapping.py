@@ -15,7 +15,7 @@ addition modulo the count otherwise.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
@@ -73,6 +73,8 @@ def parts(fields: tuple[str, ...]) -> list[tuple[str, int]]:
 class AddressMapping:
     fields: tuple[str, ...] = DEFAULT_FIELDS
     hash: tuple[tuple[str, str], ...] = DEFAULT_HASH
+    # where the mapping is documented ("" for the default); not part of what it does
+    source: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self):
         parts(self.fields)
@@ -100,6 +102,11 @@ class AddressMapping:
         _decode(np.ascontiguousarray(addresses, np.uint64).view(np.int64) // ACCESS_BYTES,
                 *self._plan(org), out)
         return dict(zip(FIELDS, out, strict=True))
+
+    def describe(self) -> str:
+        """The fields, least significant first, and the hashes, as a line."""
+        folds = ", ".join(f"{t} ^= {s}" for t, s in self.hash) or "no hash"
+        return f"{', '.join(self.fields)}; {folds}"
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - mappings and organizations are few
     def _plan(self, org: Organization) -> tuple[np.ndarray, ...]:

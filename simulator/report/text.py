@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from simulator.config.hardware import Hardware
 from simulator.estimate import OpTime, StepEstimate
+from simulator.gpu import memory_path
 from simulator.gpu.l2 import ESTIMATED_L2_TO_DRAM_BANDWIDTH
 from simulator.pipeline import RunResult
 from simulator.units import GB, GiB, fmt_bytes, fmt_flops, fmt_seconds
@@ -71,6 +72,10 @@ def hardware_details(hw: Hardware) -> str:
         for i in range(0, len(items), 8):
             lines.append("    " + "  ".join(items[i:i + 8]))
         lines.append(f"    source: {m.timing_source}")
+        mapping = memory_path.controller(hw).mapping
+        source = mapping.source or "none stated: the default of simulator/dram/mapping.py"
+        lines += ["", "  address mapping, least significant first above the 32 B access:",
+                  f"    {mapping.describe()}", f"    source: {source}"]
     lines += ["", "  sources:"] + [f"    - {s}" for s in hw.sources]
     return "\n".join(lines)
 
