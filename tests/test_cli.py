@@ -84,7 +84,7 @@ def test_hardware_list_and_show(capsys):
     code, out, _ = run_cli(capsys, "hardware", "show", "a40")
     assert code == 0
     assert "696.0 GB/s" in out and "CK 1812.5 MHz" in out and "clamshell" in out
-    assert "channel, bankgroup, column, bank, row; channel ^= row" in out  # the default
+    assert "channel, bankgroup, column, bank, row; channel hashed with row" in out  # default
     code, out, _ = run_cli(capsys, "hardware", "show", "rx-6900-xt")
     assert code == 0 and "column:3, channel, bankgroup" in out and "umc_v8_7.c" in out
     code, out, _ = run_cli(capsys, "hardware", "show", "t4", "--json")

@@ -104,8 +104,9 @@ class AddressMapping:
         return dict(zip(FIELDS, out, strict=True))
 
     def describe(self) -> str:
-        """The fields, least significant first, and the hashes, as a line."""
-        folds = ", ".join(f"{t} ^= {s}" for t, s in self.hash) or "no hash"
+        """The fields, least significant first, and the hashes, as a line (a hash is an XOR
+        fold where the target's count is a power of two, an addition modulo it otherwise)."""
+        folds = ", ".join(f"{t} hashed with {s}" for t, s in self.hash) or "no hash"
         return f"{', '.join(self.fields)}; {folds}"
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - mappings and organizations are few
