@@ -52,6 +52,12 @@ def test_run_json_contract(capsys):
     assert doc["analytic_step_time_s"] == pytest.approx(sum(op["analytic_time_s"] for op in ops))
     assert 0 <= doc["step_time_error_bound_s"] < doc["step_time_s"]
     assert sum(op["flops"] for op in ops) == flops["total"]
+    # per op: its own bound, and whether its DRAM was simulated or taken from a twin's
+    assert all(0 <= op["memory_time_error_bound_s"] < op["memory_time_s"] or
+               op["memory_time_error_bound_s"] == 0 for op in ops)
+    assert all(op["dram_simulated_requests"] >= 0 for op in ops)
+    assert any(op["dram_simulated_requests"] == 0 and op["dram_bytes"] > 0 for op in ops)
+    assert any(op["memory_time_error_bound_s"] > 0 for op in ops)
 
 
 def test_run_text_and_json_agree(capsys):

@@ -106,11 +106,23 @@ def run_doc(r: RunResult) -> dict[str, Any]:
              "l2_time_s": o.l2_s, "launch_time_s": o.launch_s, "bound": o.bound,
              "achieved_bandwidth_GBps": achieved_GBps(o),
              "achieved_flops_per_s": o.op.flops / o.time_s if o.time_s else 0.0,
-             "arithmetic_intensity": _finite(o.op.arithmetic_intensity)}
-            for o, a in zip(est.ops, analytic.ops, strict=True)
+             "arithmetic_intensity": _finite(o.op.arithmetic_intensity),
+             **_op_dram(est, i)}
+            for i, (o, a) in enumerate(zip(est.ops, analytic.ops, strict=True))
         ],
         **({"replay": replay_doc(est)} if est.replay is not None else {}),
     }
+
+
+def _op_dram(est: StepEstimate, i: int) -> dict[str, Any]:
+    """Replayed fidelities: how op i's DRAM time was found. `dram_simulated_requests` 0 means
+    it took the result of an earlier op of the same traffic shape (sampled), measured at that
+    op's addresses, not its own."""
+    if est.replay is None:
+        return {}
+    s = est.replay.per_op[i].service
+    return {"memory_time_error_bound_s": s.error_ck * est.replay.dram.tck_ns * 1e-9,
+            "dram_simulated_requests": s.simulated_requests}
 
 
 _ENGINE_COUNTS = ("requests", "reads", "writes", "bytes", "read_latency_ns", "read_latency_cycles",
