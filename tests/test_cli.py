@@ -67,6 +67,10 @@ def test_run_text_and_json_agree(capsys):
     assert f"{doc['workload']['parameters']:,} parameters" in text
     assert f"({doc['memory']['peak_bytes']:,} B)" in text
     assert "fits" in text and "Step time" in text
+    shared = doc["replay"]["dram_bound_ops_on_shared_results"]
+    assert f"sampled: {shared['ops']} of {shared['of_dram_bound_ops']} DRAM-bound ops" in text
+    assert shared["ops"] == sum(1 for o in doc["ops"] if o["bound"].startswith("dram")
+                                and o["dram_simulated_requests"] == 0)
 
 
 def test_run_accepts_hardware_path(capsys):

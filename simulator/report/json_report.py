@@ -8,7 +8,7 @@ from typing import Any
 from simulator.config.hardware import Hardware
 from simulator.estimate import BOUNDS, StepEstimate
 from simulator.pipeline import RunResult
-from simulator.report.text import achieved_GBps
+from simulator.report.text import achieved_GBps, shared_results
 from simulator.workload.trace import PHASES
 
 FORMAT = "gddr6-roofline-sim/run"
@@ -140,6 +140,9 @@ def replay_doc(est: StepEstimate) -> dict[str, Any]:
         "l2_bandwidth_measured": d.l2_bandwidth_measured,
         "cache_bytes_for_reuse": d.cache_bytes,
         "addresses_fit": d.fits,
+        **({"dram_bound_ops_on_shared_results": dict(zip(
+            ("ops", "of_dram_bound_ops", "dram_time_share"), shared_results(est),
+            strict=True))} if est.fidelity == "sampled" else {}),
         "bottlenecks": {
             "memory_bound_time_share": b.memory_bound_share,
             "time_s_by_bound": b.time_by_bound,

@@ -190,6 +190,16 @@ CHANGE_NAMES = {"dram_bandwidth_+25%": "DRAM bandwidth +25 % (data rate or bus w
                 "l2_capacity_x2": "L2 capacity x2"}
 
 
+def shared_results(est: StepEstimate) -> tuple[int, int, float]:
+    """(ops, of DRAM-bound ops, share of their DRAM time) whose DRAM result an earlier op of
+    the same traffic shape measured at its own addresses (`sampled`)."""
+    d = est.replay
+    bound = [r for o, r in zip(est.ops, d.per_op, strict=True) if o.bound.startswith("dram")]
+    shared = [r for r in bound if r.service.simulated_requests == 0]
+    total = sum(r.service.span_ck for r in bound)
+    return len(shared), len(bound), sum(r.service.span_ck for r in shared) / total if total else 0.0
+
+
 def bottleneck_lines(est: StepEstimate) -> list[str]:
     d = est.replay
     b = d.bottlenecks
@@ -213,6 +223,12 @@ def bottleneck_lines(est: StepEstimate) -> list[str]:
                  f"{s.reads:,} reads, {s.writes:,} writes, row hit rate {_pct(s.row_hit_rate)}, "
                  f"{s.refreshes:,} refreshes, read latency mean {lat['mean'] * s.tck_ns:.1f} ns "
                  f"({lat['mean']:.1f} CK)")
+    if est.fidelity == "sampled":
+        shared, bound, share = shared_results(est)
+        lines.append(f"  sampled: {shared} of {bound} DRAM-bound ops "
+                     f"({_pct(share)} of their DRAM time) took the result of an earlier op "
+                     "of the same traffic shape, measured at its addresses: their own can meet "
+                     "other bank conflicts (dram_simulated_requests 0 in --json)")
     lines.append(f"  L2 ceiling {d.l2_bandwidth_GBps:.0f} GB/s ("
                  + ("measured" if d.l2_bandwidth_measured else
                     f"estimated at {ESTIMATED_L2_TO_DRAM_BANDWIDTH:g} x DRAM peak; set "
