@@ -94,12 +94,13 @@ def default_fidelity(hw: Hardware) -> str:
 def analyze(workload: WorkloadSpec | str | Path | Step,
             hardware: Hardware | str | Path = DEFAULT_HARDWARE,
             fidelity: str | None = None, memory_model: MemoryModel | None = None,
-            progress: bool = False, dram_memo: dict | None = None) -> RunResult:
+            progress: bool = False, dram_memo: dict | None = None,
+            share_shapes: bool = True) -> RunResult:
     """One step of the workload on the hardware. `fidelity`: cycle, sampled or analytic
     (None: sampled on GDDR6, analytic otherwise); `memory_model` replaces the analytic
     DRAM ceiling; `progress` shows a progress bar on long replays; `dram_memo` keeps sampled
-    DRAM results for reuse by later calls (see replay.replay). A `Step` as the workload
-    spares generating it again."""
+    DRAM results for reuse by later calls, `share_shapes` lets ops of one traffic shape share
+    windows (see replay.replay). A `Step` as the workload spares generating it again."""
     step = workload if isinstance(workload, Step) else Step(workload)
     spec, trace = step.spec, step.trace
     hw = hardware if isinstance(hardware, Hardware) else load_hardware(hardware)
@@ -111,5 +112,5 @@ def analyze(workload: WorkloadSpec | str | Path | Step,
             raise InputError(f"the replay simulates GDDR6 memory; {hw.name} has "
                              f"{hw.memory.type}: expected --fidelity analytic", file=hw.path,
                              path="$.memory.type")
-        est = replay(trace, hw, fidelity, progress, dram_memo, step.placement)
+        est = replay(trace, hw, fidelity, progress, dram_memo, step.placement, share_shapes)
     return RunResult(spec, hw, trace, step.memory, est)

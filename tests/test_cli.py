@@ -73,6 +73,18 @@ def test_run_text_and_json_agree(capsys):
                                 and o["dram_simulated_requests"] == 0)
 
 
+def test_run_own_windows(capsys):
+    """--own-windows: no DRAM-bound op of the transformer takes another's windows, only the
+    small ops simulated in full and those whose DRAM the probe found hidden share by shape."""
+    _, out, _ = run_cli(capsys, "run", "transformer", "--own-windows", "--json")
+    own = json.loads(out)
+    _, out, _ = run_cli(capsys, "run", "transformer", "--json")
+    shared = json.loads(out)
+    mine, theirs = (d["replay"]["dram_bound_ops_on_shared_results"] for d in (own, shared))
+    assert mine["dram_time_share"] < theirs["dram_time_share"]
+    assert own["step_time_s"] != shared["step_time_s"]
+
+
 def test_run_accepts_hardware_path(capsys):
     code, out, _ = run_cli(capsys, "run", "cnn", "--hardware", str(REPO / "hardware/l4.json"),
                            "--json")

@@ -118,6 +118,33 @@ def test_step_bound_adds_one_shapes_ops_and_combines_shapes_in_quadrature():
     assert step_error_bound([op("a", 0.0)]) == 0.0
 
 
+def test_ops_of_one_shape_share_windows_unless_each_takes_its_own(t4):
+    """Two ops of one traffic shape whose tensors sit apart meet different rates (here a
+    stand-in engine: the rate follows the op's requests). Shared, the second takes the first
+    one's windows and simulates nothing; with its own windows it gets its own rate."""
+    from simulator.dram.system import MemorySystem
+    from simulator.replay.memory import SampledMemory
+
+    ms = MemorySystem.from_hardware(t4)
+    nothing = ms.counters() - ms.counters()
+
+    class Sampler(SampledMemory):
+        def _measure(self, reqs, centre, measured):
+            return (6.0 if reqs.identity == ("a",) else 7.0), self._window_requests, 0.0, nothing
+
+    op = dataclasses.make_dataclass("Op", ["count", "identity"])
+    for share in (True, False):
+        sampler = Sampler(ms, share_shapes=share)
+        n = 64 * sampler._window_requests
+        a = sampler.serve(op(n, ("a",)), 0, 0.0, "shape")
+        b = sampler.serve(op(n, ("b",)), 0, 0.0, "shape")
+        assert a.span_ck == pytest.approx(n / 6.0)
+        if share:
+            assert b.span_ck == a.span_ck and b.simulated_requests == 0
+        else:
+            assert b.span_ck == pytest.approx(n / 7.0) and b.simulated_requests > 0
+
+
 def test_replay_is_deterministic(cnn, t4, cnn_sampled):
     again = replay(cnn, t4, "sampled")
     assert [o.time_s for o in again.ops] == [o.time_s for o in cnn_sampled.ops]

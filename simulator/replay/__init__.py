@@ -46,7 +46,7 @@ class OpReplay:
     service: Service
     tile_efficiency: float
     wave_efficiency: float
-    key: tuple                      # the traffic's shape (DramDemand.key)
+    shares: object                  # ops with the same share one DRAM result (memory.shares)
 
 
 @dataclass(frozen=True)
@@ -79,16 +79,16 @@ class ReplayDetails:
 
 
 def step_error_bound(detail: list[OpReplay]) -> float:
-    """The step's error bound in CK from its ops' 95 % bounds: summed over the ops of one
-    traffic shape (they reuse the same windows, so their errors move together), combined in
-    quadrature across shapes (each measured on windows of its own). Each op's bound is
-    Student's t, at least 1.96, times its standard error, so this is at least 1.96 times the
-    standard error of the sum: a 95 % interval. Summing every op's bound would treat all the
-    shapes' errors as moving together, which their independent windows do not."""
-    by_shape: dict[tuple, float] = defaultdict(float)
+    """The step's error bound in CK from its ops' 95 % bounds: summed over ops that share one
+    result (the same windows, so their errors move together), combined in quadrature across
+    the rest (each measured on windows of its own). Each op's bound is Student's t, at least
+    1.96, times its standard error, so this is at least 1.96 times the standard error of the
+    sum: a 95 % interval. Summing every op's bound would treat all the errors as moving
+    together, which independent windows do not."""
+    by_result: dict[object, float] = defaultdict(float)
     for d in detail:
-        by_shape[d.key] += d.service.error_ck
-    return math.sqrt(sum(b * b for b in by_shape.values()))
+        by_result[d.shares] += d.service.error_ck
+    return math.sqrt(sum(b * b for b in by_result.values()))
 
 
 def _bound(compute_s: float, memory_s: float, l2_s: float, launch_s: float, dram_bytes: int,
@@ -105,13 +105,13 @@ def _bound(compute_s: float, memory_s: float, l2_s: float, launch_s: float, dram
 class Replay:
     def __init__(self, trace: Trace, hw: Hardware, fidelity: str = "sampled",
                  progress: bool = False, dram_memo: dict | None = None,
-                 placement: Placement | None = None):
+                 placement: Placement | None = None, share_shapes: bool = True):
         if fidelity not in ("cycle", "sampled"):
             raise InputError(f"expected a replay fidelity of cycle or sampled, got '{fidelity}'")
         self.trace, self.hw, self.fidelity = trace, hw, fidelity
         self.ms = MemorySystem.from_hardware(hw, controller=memory_path.controller(hw))
         self.memory = (CycleMemory(self.ms) if fidelity == "cycle"
-                       else SampledMemory(self.ms, dram_memo))
+                       else SampledMemory(self.ms, dram_memo, share_shapes))
         self.placement = placement if placement is not None else place(trace)
         self.capacity = self.ms.org.capacity_bytes
         self.l2 = L2Cache(cache_capacity(hw))
@@ -159,7 +159,8 @@ class Replay:
             self.timed.append(OpTime(op, kc.time_s, memory_s, kc.ceiling.key, bound,
                                      demand.l2_s, self.launch_s, traffic.dram_bytes))
             self.detail.append(OpReplay(traffic, service, kc.tile_efficiency,
-                                        kc.wave_efficiency, demand.key))
+                                        kc.wave_efficiency,
+                                        self.memory.shares(demand.requests, demand.key)))
             if bar is not None:
                 bar.update()
         if bar is not None:
@@ -188,11 +189,12 @@ class Replay:
 
 def replay(trace: Trace, hw: Hardware, fidelity: str = "sampled",
            progress: bool = False, dram_memo: dict | None = None,
-           placement: Placement | None = None) -> StepEstimate:
+           placement: Placement | None = None, share_shapes: bool = True) -> StepEstimate:
     """One step replayed. `dram_memo`: a dict to keep `sampled` DRAM results in for later
     replays on the same memory system (a sweep's points); the results do not change with it,
     only the engine's totals (`ReplayDetails.dram`) then cover fewer requests. `placement`:
-    the trace's, when already worked out."""
+    the trace's, when already worked out. `share_shapes`: `sampled` ops of one traffic shape
+    share windows (SampledMemory)."""
     if fidelity == "analytic":
         return estimate(trace, hw)
-    return Replay(trace, hw, fidelity, progress, dram_memo, placement).run()
+    return Replay(trace, hw, fidelity, progress, dram_memo, placement, share_shapes).run()

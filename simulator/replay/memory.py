@@ -98,6 +98,10 @@ class CycleMemory:
 
     name = "cycle"
 
+    def shares(self, reqs: OpRequests, key: object) -> object:
+        """What the op's result is kept under: ops with the same share it."""
+        return reqs.identity
+
     def __init__(self, ms: MemorySystem):
         self.ms = ms
         self._buffers = (_ChunkBuffers(), _ChunkBuffers())  # one fed, one being prepared
@@ -126,8 +130,13 @@ class CycleMemory:
 class SampledMemory(CycleMemory):
     name = "sampled"
 
-    def __init__(self, ms: MemorySystem, memo: dict | None = None):
+    def __init__(self, ms: MemorySystem, memo: dict | None = None, share_shapes: bool = True):
+        """`share_shapes`: ops of one traffic shape share windows, measured at the first
+        one's addresses (repeated layers' tensors sit elsewhere and can meet other bank
+        conflicts: per op that can be 12 % off, per step it is within the bound); False gives
+        each op windows of its own, at 3-20 times the cost (`run --own-windows`)."""
         super().__init__(ms)
+        self._share_shapes = share_shapes
         # results of windows and small ops by their exact input, shared by whoever passes the
         # same dict (a sweep's worker, across points): each starts from an idle memory system,
         # so a result depends on nothing but the memory system and its requests
@@ -135,7 +144,8 @@ class SampledMemory(CycleMemory):
         self._config = ms.configuration
         # (traffic key, pace) -> (span, error bound, counters) of ops simulated in full
         self._seen: dict[object, tuple[float, float, Counters]] = {}
-        self._sampled: dict[object, _Strata] = {}   # traffic key -> its windows so far
+        self._sampled: dict[object, _Strata] = {}   # `shares` -> windows so far
+        self._shapes: dict[object, _Strata] = {}    # traffic key -> its probe
         self._peak_rate = ms.org.channels / ms.timing.nBL  # requests per CK, every bus busy
         c = ms.controller
         # warm-up (and cool-down): enough requests to fill the read queues and, at one write in
@@ -178,27 +188,40 @@ class SampledMemory(CycleMemory):
         self._memo[key] = result
         return result
 
+    def shares(self, reqs: OpRequests, key: object) -> object:
+        """What the op's windows are kept under: its own requests, or its traffic shape where
+        shapes share (a sweep's points)."""
+        return key if self._share_shapes else reqs.identity
+
     def serve(self, reqs: OpRequests, start_ck: int, pace_ck: float, key: object) -> Service:
-        """`key` names the op's traffic (kinds, sizes, patterns): ops with the same key reuse
-        the first one's result; simulated in full, it holds only at the same pace."""
+        """`key` names the op's traffic shape (kinds, sizes, patterns). Ops of one shape share
+        the probe (is the DRAM well hidden under the SMs' pace? bank conflicts that move the
+        rate by tens of per cent do not change that) and, simulated in full, the first result
+        at the same pace. Windows are the op's own (`shares`)."""
         n = reqs.count
-        state = self._sampled.get(key)
         probed = 0
-        if n < FIRST_STRATA[0] * self._window_requests:  # two windows would cost as much
-            if n >= 2 * (2 * self._warm + self._probed) and state is None \
-                    and self._may_hide(n, pace_ck):
-                # a probe costs under half the op: is its DRAM time well hidden?
-                state = self._sampled[key] = _Strata()
-                probed = self._probe(state, reqs)
-            if state is None or not self._hidden(state, n, pace_ck):
-                return self._full(reqs, pace_ck, key, probed)
-        if state is None:
-            state = self._sampled[key] = _Strata()
+        small = n < FIRST_STRATA[0] * self._window_requests  # two windows would cost as much
+        if self._may_hide(n, pace_ck) and (not small or n >= 2 * (2 * self._warm + self._probed)):
+            # a probe (costing under half the op) first: is its DRAM time well hidden?
+            shape = self._shapes.setdefault(key, _Strata())
+            probed = self._probe(shape, reqs)
+            if self._hidden(shape, n, pace_ck):
+                return self._service(shape, n, pace_ck, n / shape.probe, 0.0, probed)
+        if small:
+            return self._full(reqs, pace_ck, key, probed)
+        state = self._sampled.setdefault(self.shares(reqs, key), _Strata())
         simulated = probed + self._refine(state, reqs, pace_ck)
         if state.strata:
             dram_ck, err = _stratified(state.rates, state.strata, n)
-        else:  # the probe or the first window showed the DRAM well hidden
-            dram_ck, err = (self._dram_ck(state, n) if state.rates else n / state.probe), 0.0
+        else:  # the first window showed the DRAM well hidden
+            dram_ck, err = self._dram_ck(state, n), 0.0
+        return self._service(state, n, pace_ck, dram_ck, err, simulated)
+
+    @staticmethod
+    def _service(state: _Strata, n: int, pace_ck: float, dram_ck: float, err: float,
+                 simulated: int) -> Service:
+        """The op's span: the longer of the SMs' pace and the DRAM time, plus the first
+        window's fill and drain; the engine's counts scaled to its n requests."""
         span = state.overhead + max(pace_ck, dram_ck)
         counts = state.counts.scaled(n / state.simulated)
         busy = np.minimum(counts.channel_busy, span)
@@ -246,11 +269,6 @@ class SampledMemory(CycleMemory):
         simulated now."""
         n = reqs.count
         simulated = 0
-        if not state.rates and self._may_hide(n, pace_ck):
-            # a short probe first: is the DRAM well hidden under the SMs?
-            simulated = self._probe(state, reqs)
-            if self._hidden(state, n, pace_ck):
-                return simulated
         windows = n // self._window_requests   # the op's requests, in windows
         strata = max(FIRST_STRATA[0], min(FIRST_STRATA[1], _power_of_two_upto(
             int(FIRST_SHARE * windows))))
