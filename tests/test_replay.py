@@ -104,9 +104,10 @@ def test_sampled_windows_do_not_fall_in_step_with_a_repeating_pattern(t4):
     assert within >= 0.8 * 64
 
 
-def test_step_bound_adds_one_shapes_ops_and_combines_shapes_in_quadrature():
-    """Ops of one traffic shape reuse the same windows, so their errors move together and
-    their bounds add; shapes measured on windows of their own are independent."""
+def test_step_bound_adds_ops_that_share_a_result_and_combines_the_rest_in_quadrature():
+    """Ops that share one result (the windows of their traffic shape, by default) have errors
+    that move together, so their bounds add; ops measured on windows of their own are
+    independent."""
     from simulator.replay import OpReplay, step_error_bound
     from simulator.replay.memory import Service
 
