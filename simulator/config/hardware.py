@@ -171,13 +171,10 @@ def _address_mapping(raw: dict, memory: MemorySpec, file: str) -> AddressMapping
             fields=tuple(m["fields"]),
             hash=tuple((h["target"], h["source"]) for h in m.get("hash", [])),
             source=m["source"])
+        if memory.type in GDDR_TYPES:  # the parts must divide the organisation's counts
+            mapping.check(organization(memory, file))
     except ValueError as e:
         raise InputError(str(e), file=file, path=f"{path}.fields") from None
-    if memory.type in GDDR_TYPES:
-        try:
-            mapping.check(organization(memory, file))
-        except ValueError as e:
-            raise InputError(str(e), file=file, path=f"{path}.fields") from None
     return mapping
 
 

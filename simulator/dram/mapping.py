@@ -83,11 +83,14 @@ class AddressMapping:
         return {"channel": org.channels, "bankgroup": org.bank_groups,
                 "bank": org.banks_per_group, "row": org.rows, "column": org.columns}
 
+    def _split(self) -> dict[str, int]:
+        """Per field, the values its 'name:bits' parts take together (1 if none)."""
+        return {name: 1 << sum(b for n, b in parts(self.fields) if n == name) for name in FIELDS}
+
     def check(self, org: Organization) -> None:
         """ValueError unless each split field's parts divide its count."""
         counts = self.counts(org)
-        for name in FIELDS:
-            split = 1 << sum(bits for n, bits in parts(self.fields) if n == name)
+        for name, split in self._split().items():
             if counts[name] % split:
                 raise ValueError(f"'{name}' has {counts[name]} values, which its parts of "
                                  f"{split} do not divide")
@@ -118,7 +121,7 @@ class AddressMapping:
         counts = self.counts(org)
         by_name = np.array([counts[name] for name in FIELDS], np.int64)
         # each part: its field, its count of values, and the field's value of one of its steps
-        split = {name: 1 << sum(b for n, b in parts(self.fields) if n == name) for name in FIELDS}
+        split = self._split()
         order, sizes, steps, step = [], [], [], dict.fromkeys(FIELDS, 1)
         for name, bits in parts(self.fields):
             size = 1 << bits if bits else counts[name] // split[name]

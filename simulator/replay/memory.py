@@ -26,7 +26,8 @@ SMs' pace and that sum, plus the first window's fill and drain overhead. The op'
 error bound is a 95 % confidence interval of the sum: its variance from collapsed strata
 (each pair of neighbouring strata's variance estimated from their difference), with Student's
 t for as many degrees of freedom as pairs. Ops whose traffic has the same shape (repeated
-layers) reuse the windows already measured. The engine's clock runs only while it simulates
+layers) reuse the probe and, unless each takes windows of its own (`share_shapes` False: `run
+--own-windows`), the windows already measured. The engine's clock runs only while it simulates
 (the gaps between windows are not replayed, nor the refreshes in them), so its counts cover
 simulated time.
 """
@@ -98,13 +99,13 @@ class CycleMemory:
 
     name = "cycle"
 
-    def shares(self, reqs: OpRequests, key: object) -> object:
-        """What the op's result is kept under: ops with the same share it."""
-        return reqs.identity
-
     def __init__(self, ms: MemorySystem):
         self.ms = ms
         self._buffers = (_ChunkBuffers(), _ChunkBuffers())  # one fed, one being prepared
+
+    def shares(self, reqs: OpRequests, key: object) -> object:
+        """What the op's result is kept under: ops with the same share it."""
+        return reqs.identity
 
     def serve(self, reqs: OpRequests, start_ck: int, pace_ck: float, key: object) -> Service:
         before = self.ms.counters()
@@ -305,7 +306,7 @@ class SampledMemory(CycleMemory):
 
 @dataclasses.dataclass
 class _Strata:
-    """What the windows of one traffic shape have measured so far."""
+    """What one traffic shape's probe, or one op's (or shape's) windows, measured so far."""
 
     rates: dict[float, float] = dataclasses.field(default_factory=dict)  # centre -> req per CK
     strata: int = 0                # strata that each hold a window (0: not all measured)
