@@ -66,8 +66,9 @@ def main() -> None:
             c = CycleMemory(fresh()).serve(d.requests, 0, d.pace_ck, d.key)
             tc = time.perf_counter() - t
             diff = s.span_ck / c.span_ck - 1
-            if first_verdict in ("full", "hidden") or (
-                    k == 0 and s.simulated_requests >= d.requests.count):
+            if first_verdict in ("full", "hidden"):
+                verdict = first_verdict  # a later op, on its shape's result
+            elif k == 0 and s.simulated_requests >= d.requests.count:
                 verdict = "full"    # too small to sample: simulated in full, no bound
             elif s.error_ck == 0:
                 verdict = "hidden"  # the DRAM well hidden under the SMs' pace: no bound

@@ -74,8 +74,9 @@ def test_run_text_and_json_agree(capsys):
 
 
 def test_run_own_windows(capsys):
-    """--own-windows: no DRAM-bound op of the transformer takes another's windows, only the
-    small ops simulated in full and those whose DRAM the probe found hidden share by shape."""
+    """--own-windows: less of the transformer's DRAM-bound time rests on another op's result
+    (only ops simulated in full, and those whose DRAM the probe finds hidden, still share by
+    shape), and the step comes out different."""
     _, out, _ = run_cli(capsys, "run", "transformer", "--own-windows", "--json")
     own = json.loads(out)
     _, out, _ = run_cli(capsys, "run", "transformer", "--json")
