@@ -799,7 +799,12 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
         if pos < n_req:
             ch = req_ch[pos]
             k = WBUF if req_write[pos] else RBUF
-            if counts[ch, k] < caps[k]:  # not blocked: the next arrival
+            # the next arrival, unless its full buffer holds it back; a read yet to arrive that
+            # a queued write may serve is not held back (the filter can only say maybe: then
+            # its arrival is one pass more)
+            if counts[ch, k] < caps[k] or (
+                    k == RBUF and req_arrive[pos] > clk
+                    and write_filter[ch, _write_slot(write_filter, req_addr[pos])] > 0):
                 a = req_arrive[pos] if req_arrive[pos] > clk else clk + 1
                 if a < nxt:
                     nxt = a
