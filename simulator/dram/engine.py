@@ -143,6 +143,14 @@ def _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
 
 
 @njit(**JIT, forceinline=True)
+def _slot(h, i, mask):
+    """The ring slot i places on from h, as an unsigned index: numba checks each signed index
+    for a negative value to wrap, which in the engine's scans over its buffers came to a tenth
+    of its instructions."""
+    return np.uint64(h + i) & np.uint64(mask)
+
+
+@njit(**JIT, forceinline=True)
 def _remove(bufs, counts, heads, ch, kind, p):
     """Take the request in slot p out of its ring, closing the gap from the shorter side."""
     mask = bufs.shape[3] - 1
@@ -151,13 +159,13 @@ def _remove(bufs, counts, heads, ch, kind, p):
     i = (p - h) & mask  # its place in age order
     if i < n - 1 - i:   # fewer older requests: move them one slot younger
         for j in range(i, 0, -1):
-            dst, src = (h + j) & mask, (h + j - 1) & mask
+            dst, src = _slot(h, j, mask), _slot(h, j - 1, mask)
             for f in range(N_FIELDS):  # (unrolled: a request's fields move together)
                 bufs[ch, kind, f, dst] = bufs[ch, kind, f, src]
         heads[ch, kind] = (h + 1) & mask
     else:
         for j in range(i, n - 1):
-            dst, src = (h + j) & mask, (h + j + 1) & mask
+            dst, src = _slot(h, j, mask), _slot(h, j + 1, mask)
             for f in range(N_FIELDS):
                 bufs[ch, kind, f, dst] = bufs[ch, kind, f, src]
     counts[ch, kind] = n - 1
@@ -202,7 +210,7 @@ def _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kin
         return
     h = heads[ch, kind]
     for i in range(counts[ch, kind]):
-        p = (h + i) & mask
+        p = _slot(h, i, mask)
         bank = bufs[ch, kind, F_BANK, p]
         if stale & (np.int64(1) << bank) and bufs[ch, kind, F_ROW, p] == open_row[ch, bank]:
             bank_hits[ch, kind, bank] += 1
@@ -221,11 +229,11 @@ def _write_queued(bufs, counts, heads, ch, addr):
     mask = bufs.shape[3] - 1
     h = heads[ch, WBUF]
     for i in range(counts[ch, WBUF]):
-        if bufs[ch, WBUF, F_ADDR, (h + i) & mask] == addr:
+        if bufs[ch, WBUF, F_ADDR, _slot(h, i, mask)] == addr:
             return True
     h = heads[ch, ABUF]
     for i in range(counts[ch, ABUF]):
-        p = (h + i) & mask
+        p = _slot(h, i, mask)
         if bufs[ch, ABUF, F_WRITE, p] == 1 and bufs[ch, ABUF, F_ADDR, p] == addr:
             return True
     return False
@@ -288,7 +296,7 @@ def _active_blocks(bufs, counts, heads, ch, bank):
     mask = bufs.shape[3] - 1
     h = heads[ch, ABUF]
     for i in range(counts[ch, ABUF]):
-        if bank < 0 or bufs[ch, ABUF, F_BANK, (h + i) & mask] == bank:
+        if bank < 0 or bufs[ch, ABUF, F_BANK, _slot(h, i, mask)] == bank:
             return True
     return False
 
@@ -344,13 +352,17 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
     _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kind)
     col = WR if kind == WBUF else RD
     earliest = INF
+    bg_shift = 0  # banks per group, a power of two (MemorySystem): a shift, not a division per
+    # bank, which cost as many instructions as the rest of this pass over the banks
+    while (1 << bg_shift) < banks_per_group:
+        bg_shift += 1
     ready_hit = 0   # banks whose open-row requests can issue now
     ready_miss = 0  # banks whose other requests can issue now
     for bank in range(bank_queued.shape[2]):
         queued = bank_queued[ch, kind, bank]
         if queued == 0:
             continue
-        bg = bank // banks_per_group
+        bg = bank >> bg_shift
         hits = bank_hits[ch, kind, bank]
         if hits > 0:
             t = _earliest(rch, rbg, rbank, faw_t, ch, col, bg, bank)
@@ -371,7 +383,7 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
     h = heads[ch, kind]
     ready = ready_hit | ready_miss
     for i in range(counts[ch, kind]):
-        p = (h + i) & mask
+        p = _slot(h, i, mask)
         bank = bufs[ch, kind, F_BANK, p]
         bit = np.int64(1) << bank
         if not ready & bit:
@@ -380,9 +392,9 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
         others = (1 if ready_hit & ~bit else 0) | (2 if ready_miss & ~bit else 0)
         if bufs[ch, kind, F_ROW, p] == open_row[ch, bank]:
             if ready_hit & bit:
-                return p, col, earliest, others
+                return np.int64(p), col, earliest, others
         elif ready_miss & bit:
-            return p, _row_command(open_row, ch, bank, ref_bank), earliest, others
+            return np.int64(p), _row_command(open_row, ch, bank, ref_bank), earliest, others
     return -1, -1, earliest, 0  # not reached: a ready class has a request
 
 

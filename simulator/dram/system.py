@@ -190,6 +190,9 @@ class MemorySystem:
         self.energy_pj_per_bit = energy_pj_per_bit
         self.name = name
         n_ch, n_banks = org.channels, org.banks
+        if org.banks_per_group & (org.banks_per_group - 1):
+            raise ValueError(f"banks per group must be a power of two (the engine finds a "
+                             f"bank's group by a shift), got {org.banks_per_group}")
         cap = max(controller.read_buffer, controller.write_buffer, controller.active_buffer)
         self._caps = np.array([controller.read_buffer, controller.write_buffer,
                                controller.active_buffer], np.int64)
