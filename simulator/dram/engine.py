@@ -417,7 +417,7 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, 
     miss_seen = 0
     hit_seen = 0
     for i in range(counts[ch, kind]):
-        p = (h + i) & mask
+        p = _slot(h, i, mask)
         bank = banks[p]
         row = rows[p]
         if bank == last_bank and row == last_row:
@@ -436,7 +436,7 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, 
             cmd = _row_command(open_row, ch, bank, ref_bank)
         t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bgs[p], bank)
         if t <= clk:
-            return p, cmd, t
+            return np.int64(p), cmd, t
         if t < earliest:
             earliest = t
         if cur != row:
@@ -500,7 +500,7 @@ def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk
     best_arrive = INF
     earliest = INF
     for i in range(counts[ch, kind]):
-        p = (h + i) & mask
+        p = _slot(h, i, mask)
         bank = bufs[ch, kind, F_BANK, p]
         cmd = _next_command(open_row, ch, bank, bufs[ch, kind, F_ROW, p],
                             bufs[ch, kind, F_WRITE, p] == 1, ref_bank)
@@ -511,7 +511,7 @@ def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk
             continue
         arrive = bufs[ch, kind, F_ARRIVE, p]
         if arrive < best_arrive:
-            best = p
+            best = np.int64(p)
             best_cmd = cmd
             best_t = t
             best_arrive = arrive
