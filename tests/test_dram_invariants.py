@@ -272,6 +272,21 @@ def test_split_mapping_fields_decode_every_address_to_its_own_place(fields):
         assert f["column"][64] == 8  # the column's upper part, past both bank groups
 
 
+def test_banks_per_group_must_be_a_power_of_two():
+    """The engine finds a bank's group by a shift: other counts are refused, not mis-grouped."""
+    from simulator.dram.organization import Organization
+
+    ms = MemorySystem.from_hardware(HW)
+    for per_group, ok in ((2, True), (3, False)):
+        org = Organization(channels=2, bank_groups=2, banks_per_group=per_group, rows=8,
+                           row_bytes=512)
+        if ok:
+            MemorySystem(org, ms.timing, ms.controller, ms.data_rate_gbps)
+        else:
+            with pytest.raises(ValueError, match="power of two"):
+                MemorySystem(org, ms.timing, ms.controller, ms.data_rate_gbps)
+
+
 def test_rx_6900_xt_channels_are_address_bits_8_to_11():
     """The Linux driver's Navi 21 mapping (hardware/rx-6900-xt.json): 256 B per channel,
     16 channels, unhashed."""
