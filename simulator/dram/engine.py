@@ -102,7 +102,7 @@ def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
 
 @njit(**JIT, forceinline=True)
 def _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
-           ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group, n_banks):
+           ch, cmd, bg, bank, row, clk, log, scal, log_cap, n_banks):
     """Issue a command: raise the earliest cycle of every later command by the timing rules
     (rule_lat[level, cmd, next], NO_RULE where none applies), then update the bank state."""
     for nxt in range(N_CMD):
@@ -224,6 +224,13 @@ def _write_slot(write_filter, addr):
 
 
 @njit(**JIT, forceinline=True)
+def _write_maybe_queued(write_filter, ch, addr):
+    """Could a write to this address be queued on the channel? False is certain; True sends
+    the look through the queued writes (`_write_queued`)."""
+    return write_filter[ch, _write_slot(write_filter, addr)] > 0
+
+
+@njit(**JIT, forceinline=True)
 def _write_queued(bufs, counts, heads, ch, addr):
     """Is a write to this address queued on the channel (buffered or activated)?"""
     mask = bufs.shape[3] - 1
@@ -339,7 +346,7 @@ def _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank):
 
 @njit(**JIT, forceinline=True)
 def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row, rch, rbg,
-                 rbank, faw_t, clk, ref_bank, banks_per_group):
+                 rbank, faw_t, clk, ref_bank, bg_shift):
     """FR-FCFS over a read or write buffer, whose order is age order: the first request whose
     next command is ready. Returns (slot or -1, command, earliest ready cycle seen of the
     commands not ready now, which of the other banks' commands are ready now: 1 column, 2 row).
@@ -352,17 +359,13 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
     _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kind)
     col = WR if kind == WBUF else RD
     earliest = INF
-    bg_shift = 0  # banks per group, a power of two (MemorySystem): a shift, not a division per
-    # bank (5 % of the engine's instructions on the GPU's deep queues)
-    while (1 << bg_shift) < banks_per_group:
-        bg_shift += 1
     ready_hit = 0   # banks whose open-row requests can issue now
     ready_miss = 0  # banks whose other requests can issue now
     for bank in range(bank_queued.shape[2]):
         queued = bank_queued[ch, kind, bank]
         if queued == 0:
             continue
-        bg = bank >> bg_shift
+        bg = bank >> bg_shift  # (a division per bank was 5 % of the engine's instructions)
         hits = bank_hits[ch, kind, bank]
         if hits > 0:
             t = _earliest(rch, rbg, rbank, faw_t, ch, col, bg, bank)
@@ -526,7 +529,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
     `settings` is the controller's and timing's constants as one tuple (MemorySystem makes
     it)."""
     (caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh, n_bl, read_latency, n_faw,
-     refresh_every, banks_per_group, n_banks, every_cycle) = settings
+     refresh_every, bg_shift, n_banks, every_cycle) = settings
     log_cap = log.shape[0]
     while clk >= chan[ch, C_NEXT_REF]:
         chan[ch, C_PENDING_REF] += 1
@@ -566,12 +569,12 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
         if per_bank_refresh:
             rb = chan[ch, C_REF_BANK]
             rcmd = PRE if open_row[ch, rb] >= 0 else REFPB
-            t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, rb // banks_per_group, rb, n_faw)
+            t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, rb >> bg_shift, rb, n_faw)
             if t <= clk and not (rcmd == PRE
                                  and _active_blocks(bufs, counts, heads, ch, rb)):
                 _issue(rule_lat, rch, rbg, rbank, faw, open_row,
-                       cmd_count, ch, rcmd, rb // banks_per_group, rb, -1, clk, log,
-                       scal, log_cap, banks_per_group, n_banks)
+                       cmd_count, ch, rcmd, rb >> bg_shift, rb, -1, clk, log,
+                       scal, log_cap, n_banks)
                 _rows_changed(bank_hits, ch, rcmd, rb)
                 issued = True
                 if rcmd == REFPB:
@@ -590,8 +593,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             if t <= clk and not (rcmd == PREA
                                  and _active_blocks(bufs, counts, heads, ch, -1)):
                 _issue(rule_lat, rch, rbg, rbank, faw, open_row,
-                       cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap,
-                       banks_per_group, n_banks)
+                       cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap, n_banks)
                 _rows_changed(bank_hits, ch, rcmd, -1)
                 issued = True
                 if rcmd == REFAB:
@@ -615,7 +617,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                     idx, cmd, e, others = _first_ready(bufs, counts, heads, bank_queued,
                                                        bank_hits, ch, k, open_row, rch, rbg,
                                                        rbank, faw_t, clk, ref_bank,
-                                                       banks_per_group)
+                                                       bg_shift)
                     bounded = idx >= 0
                 else:
                     idx, cmd, e = _first_ready_scan(bufs, counts, heads, ch, k, open_row,
@@ -647,8 +649,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                                                          kind, idx):
             cmd = RDA if cmd == RD else WRA
         _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
-               ch, cmd, bg, bank, row, clk, log, scal, log_cap, banks_per_group,
-               n_banks)
+               ch, cmd, bg, bank, row, clk, log, scal, log_cap, n_banks)
         _rows_changed(bank_hits, ch, cmd, bank)
         issued = True
         if final_cmd:
@@ -728,7 +729,7 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
     when its buffer is full."""
     caps, wm_high, wm_low, fcfs, n_faw = (settings[0], settings[1], settings[2], settings[3],
                                           settings[8])
-    if is_w == 0 and write_filter[ch, _write_slot(write_filter, addr)] > 0 \
+    if is_w == 0 and _write_maybe_queued(write_filter, ch, addr) \
             and _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk):
         return True
     k = WBUF if is_w else RBUF
@@ -816,7 +817,7 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
             # its arrival is one pass more)
             if counts[ch, k] < caps[k] or (
                     k == RBUF and req_arrive[pos] > clk
-                    and write_filter[ch, _write_slot(write_filter, req_addr[pos])] > 0):
+                    and _write_maybe_queued(write_filter, ch, req_addr[pos])):
                 a = req_arrive[pos] if req_arrive[pos] > clk else clk + 1
                 if a < nxt:
                     nxt = a

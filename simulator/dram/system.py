@@ -193,6 +193,7 @@ class MemorySystem:
         if org.banks_per_group & (org.banks_per_group - 1):
             raise ValueError(f"banks per group must be a power of two (the engine finds a "
                              f"bank's group by a shift), got {org.banks_per_group}")
+        self._bank_group_shift = org.banks_per_group.bit_length() - 1
         cap = max(controller.read_buffer, controller.write_buffer, controller.active_buffer)
         self._caps = np.array([controller.read_buffer, controller.write_buffer,
                                controller.active_buffer], np.int64)
@@ -321,7 +322,7 @@ class MemorySystem:
         t, c = self.timing, self.controller
         return (self._caps, c.write_high_watermark, c.write_low_watermark,
                 c.scheduler == "fcfs", c.page_policy == "closed", c.refresh == "per_bank",
-                t.nBL, t.nCL + t.nBL, t.nFAW, self._refresh_every, self.org.banks_per_group,
+                t.nBL, t.nCL + t.nBL, t.nFAW, self._refresh_every, self._bank_group_shift,
                 self.org.banks, self.try_every_cycle)  # nCL + nBL: a read's latency from RD
 
     def _run_channels(self, requests: tuple, channel: np.ndarray, bankgroup: np.ndarray,
