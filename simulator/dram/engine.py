@@ -288,8 +288,8 @@ def _row_wanted(bufs, counts, heads, ch, bank, row, skip_kind, skip_p):
     for kind in range(3):
         h = heads[ch, kind]
         for i in range(counts[ch, kind]):
-            p = (h + i) & mask
-            if kind == skip_kind and p == skip_p:
+            p = _slot(h, i, mask)
+            if kind == skip_kind and np.int64(p) == skip_p:
                 continue
             if bufs[ch, kind, F_BANK, p] == bank and bufs[ch, kind, F_ROW, p] == row:
                 return True
