@@ -71,6 +71,9 @@ N_CHANNEL_COUNTERS = 15
 # commands (kept in step with commands.py by tests)
 ACT, PRE, PREA, RD, WR, RDA, WRA, REFAB, REFPB = range(9)
 N_CMD = 9
+# the commands whose bank bounds the scheduler asks for (RDA and WRA are issued where RD and WR
+# are ready; PREA and REFAB wait on channel bounds only): the others' are not kept
+BANK_ASKED = (ACT, PRE, RD, WR, REFPB)
 INF = np.int64(1) << np.int64(62)
 NO_RULE = -(np.int64(1) << np.int64(40))  # a latency that never binds
 LAT_BINS = 1 << 16
@@ -87,12 +90,10 @@ def _faw_ready(faw, ch, n_faw):
 
 
 @njit(**JIT, forceinline=True)
-def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
+def _ready_at(rch, rbank, faw, ch, cmd, bank, n_faw):
     t = rch[ch, cmd]
-    if bg >= 0 and rbg[ch, bg, cmd] > t:
-        t = rbg[ch, bg, cmd]
-    if bank >= 0 and rbank[ch, bank, cmd] > t:
-        t = rbank[ch, bank, cmd]
+    if bank >= 0 and rbank[ch, cmd, bank] > t:
+        t = rbank[ch, cmd, bank]
     if cmd == ACT or cmd == REFPB:
         f = _faw_ready(faw, ch, n_faw)
         if f > t:
@@ -101,24 +102,32 @@ def _ready_at(rch, rbg, rbank, faw, ch, cmd, bg, bank, n_faw):
 
 
 @njit(**JIT, forceinline=True)
-def _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
-           ch, cmd, bg, bank, row, clk, log, scal, log_cap, n_banks):
+def _issue(rule_lat, rch, rbank, faw, open_row, cmd_count,
+           ch, cmd, bg, bank, row, clk, log, scal, log_cap, n_banks, bg_shift):
     """Issue a command: raise the earliest cycle of every later command by the timing rules
-    (rule_lat[level, cmd, next], NO_RULE where none applies), then update the bank state."""
+    (rule_lat[level, cmd, next], NO_RULE where none applies), then update the bank state.
+    The bank-group rules raise the bound of each bank in the group: bounds kept per bank
+    only (the latest of its group's and its own) cost one look per command where the
+    scheduler looks for one."""
     for nxt in range(N_CMD):
         t = clk + rule_lat[0, cmd, nxt]
         if t > rch[ch, nxt]:
             rch[ch, nxt] = t
-    if bg >= 0:
-        for nxt in range(N_CMD):
-            t = clk + rule_lat[1, cmd, nxt]
-            if t > rbg[ch, bg, nxt]:
-                rbg[ch, bg, nxt] = t
     if bank >= 0:
-        for nxt in range(N_CMD):
+        # (unsigned bank indices: numba checks each signed one for a negative value to wrap)
+        first = np.uint64(bg) << np.uint64(bg_shift)
+        for nxt in BANK_ASKED:
+            bounds = rbank[ch, nxt]
+            t = clk + rule_lat[1, cmd, nxt]
+            if bg_shift == 2:  # GDDR6's four banks a group: a loop the compiler unrolls
+                for j in range(np.uint64(4)):
+                    bounds[first + j] = max(bounds[first + j], t)
+            else:
+                for j in range(np.uint64(1) << np.uint64(bg_shift)):
+                    bounds[first + j] = max(bounds[first + j], t)
             t = clk + rule_lat[2, cmd, nxt]
-            if t > rbank[ch, bank, nxt]:
-                rbank[ch, bank, nxt] = t
+            if t > bounds[bank]:
+                bounds[bank] = t
     if cmd == ACT or cmd == REFPB:
         slot = faw[ch, 4] & 3
         faw[ch, slot] = clk
@@ -328,15 +337,12 @@ def _row_command(open_row, ch, bank, ref_bank):
 
 
 @njit(**JIT, forceinline=True)
-def _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank):
+def _earliest(rch, rbank, faw_t, ch, cmd, bank):
     """The latest of the command's channel, bank-group and bank bounds (and nFAW for ACT)."""
     if cmd < 0:
         return INF
     t = rch[ch, cmd]
-    x = rbg[ch, bg, cmd]
-    if x > t:
-        t = x
-    x = rbank[ch, bank, cmd]
+    x = rbank[ch, cmd, bank]
     if x > t:
         t = x
     if cmd == ACT and faw_t > t:
@@ -345,8 +351,36 @@ def _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank):
 
 
 @njit(**JIT, forceinline=True)
-def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row, rch, rbg,
-                 rbank, faw_t, clk, ref_bank, bg_shift):
+def _bank_pass(queued, hits, opened, col_at, pre_at, act_at, ch_col, ch_pre, ch_act, clk,
+               ref_bank):
+    """Per bank of a buffer: (banks whose open-row requests can issue now, banks whose other
+    requests can, the earliest cycle of those that cannot). One branch-free pass, which the
+    compiler does several banks at a time; a class with no request is never ready."""
+    earliest = INF
+    ready_hit = 0
+    ready_miss = 0
+    for bank in range(queued.shape[0]):
+        n_queued = queued[bank]
+        n_hits = hits[bank]
+        row = opened[bank]
+        t_hit = max(ch_col, col_at[bank])
+        t_pre = max(ch_pre, pre_at[bank])
+        t_act = max(ch_act, act_at[bank])
+        t_miss = t_pre if row >= 0 else t_act
+        t_hit = INF if n_hits <= 0 else t_hit
+        # (bitwise, not `or`/`and`: branches would keep the compiler from taking the banks
+        # several at a time)
+        t_miss = INF if (n_queued <= n_hits) | ((bank == ref_bank) & (row < 0)) else t_miss
+        ready_hit |= np.int64(t_hit <= clk) << bank
+        ready_miss |= np.int64(t_miss <= clk) << bank
+        earliest = min(earliest, t_hit if t_hit > clk else INF)
+        earliest = min(earliest, t_miss if t_miss > clk else INF)
+    return ready_hit, ready_miss, earliest
+
+
+@njit(**JIT, forceinline=True)
+def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row, rch,
+                 rbank, faw_t, clk, ref_bank):
     """FR-FCFS over a read or write buffer, whose order is age order: the first request whose
     next command is ready. Returns (slot or -1, command, earliest ready cycle seen of the
     commands not ready now, which of the other banks' commands are ready now: 1 column, 2 row).
@@ -358,28 +392,10 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
     first, only for the first request of a class that is ready."""
     _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kind)
     col = WR if kind == WBUF else RD
-    earliest = INF
-    ready_hit = 0   # banks whose open-row requests can issue now
-    ready_miss = 0  # banks whose other requests can issue now
-    for bank in range(bank_queued.shape[2]):
-        queued = bank_queued[ch, kind, bank]
-        if queued == 0:
-            continue
-        bg = bank >> bg_shift  # (a division per bank was 5 % of the engine's instructions)
-        hits = bank_hits[ch, kind, bank]
-        if hits > 0:
-            t = _earliest(rch, rbg, rbank, faw_t, ch, col, bg, bank)
-            if t <= clk:
-                ready_hit |= np.int64(1) << bank
-            elif t < earliest:
-                earliest = t
-        if queued > hits:
-            t = _earliest(rch, rbg, rbank, faw_t, ch, _row_command(open_row, ch, bank, ref_bank),
-                          bg, bank)
-            if t <= clk:
-                ready_miss |= np.int64(1) << bank
-            elif t < earliest:
-                earliest = t
+    ready_hit, ready_miss, earliest = _bank_pass(
+        bank_queued[ch, kind], bank_hits[ch, kind], open_row[ch], rbank[ch, col],
+        rbank[ch, PRE], rbank[ch, ACT], rch[ch, col], rch[ch, PRE], max(rch[ch, ACT], faw_t),
+        clk, ref_bank)
     if ready_hit == 0 and ready_miss == 0:
         return -1, -1, earliest, 0
     mask = bufs.shape[3] - 1
@@ -402,14 +418,14 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
 
 
 @njit(**JIT, forceinline=True)
-def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk,
+def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t, clk,
                       ref_bank):
     """`_first_ready` by one pass over the buffer, cheaper where it is short. (Its hot loop
     reads the requests through views of the channel's buffer: free without the NRT.)"""
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
     col = WR if kind == WBUF else RD
-    banks, rows, bgs = bufs[ch, kind, F_BANK], bufs[ch, kind, F_ROW], bufs[ch, kind, F_BG]
+    banks, rows = bufs[ch, kind, F_BANK], bufs[ch, kind, F_ROW]
     opened = open_row[ch]
     earliest = INF
     last_bank = -1
@@ -437,7 +453,7 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, 
             if miss_seen & bit:
                 continue
             cmd = _row_command(open_row, ch, bank, ref_bank)
-        t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bgs[p], bank)
+        t = _earliest(rch, rbank, faw_t, ch, cmd, bank)
         if t <= clk:
             return np.int64(p), cmd, t
         if t < earliest:
@@ -450,12 +466,12 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, 
 
 
 @njit(**JIT, forceinline=True)
-def _bank_next(rch, rbg, rbank, faw, open_row, ch, kind, bg, bank, n_faw):
+def _bank_next(rch, rbank, faw, open_row, ch, kind, bank, n_faw):
     """The earliest a request of this buffer kind could next issue at the bank: its open
     row's column command, or the row command (PRE, or ACT when closed)."""
     faw_t = _faw_ready(faw, ch, n_faw)
-    t = _earliest(rch, rbg, rbank, faw_t, ch, WR if kind == WBUF else RD, bg, bank)
-    r = _earliest(rch, rbg, rbank, faw_t, ch, _row_command(open_row, ch, bank, -1), bg, bank)
+    t = _earliest(rch, rbank, faw_t, ch, WR if kind == WBUF else RD, bank)
+    r = _earliest(rch, rbank, faw_t, ch, _row_command(open_row, ch, bank, -1), bank)
     return r if r < t else t
 
 
@@ -469,7 +485,7 @@ def _mode_switches(write_mode, n_reads, n_writes, write_cap, wm_high, wm_low):
 
 
 @njit(**JIT, forceinline=True)
-def _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, kind, bg, bank, row,
+def _arrival_wake(chan, counts, caps, open_row, rch, rbank, faw, ch, kind, bank, row,
                   clk, fcfs, wm_high, wm_low, n_faw):
     """When a request just queued on channel ch can first change what the channel does.
 
@@ -486,12 +502,12 @@ def _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, kind, 
         return INF
     faw_t = _faw_ready(faw, ch, n_faw)
     cmd = _next_command(open_row, ch, bank, row, kind == WBUF, -1)
-    t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bg, bank)
+    t = _earliest(rch, rbank, faw_t, ch, cmd, bank)
     return t if t > clk + 1 else clk + 1
 
 
 @njit(**JIT, forceinline=True)
-def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk, ref_bank,
+def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t, clk, ref_bank,
             ready_only):
     """The oldest request of a buffer (FCFS), or the oldest ready one (FR-FCFS, any order).
     Returns (slot or -1, command, ready?, earliest ready cycle seen)."""
@@ -507,7 +523,7 @@ def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk
         bank = bufs[ch, kind, F_BANK, p]
         cmd = _next_command(open_row, ch, bank, bufs[ch, kind, F_ROW, p],
                             bufs[ch, kind, F_WRITE, p] == 1, ref_bank)
-        t = _earliest(rch, rbg, rbank, faw_t, ch, cmd, bufs[ch, kind, F_BG, p], bank)
+        t = _earliest(rch, rbank, faw_t, ch, cmd, bank)
         if t < earliest:
             earliest = t
         if ready_only and t > clk:
@@ -523,7 +539,7 @@ def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbg, rbank, faw_t, clk
 
 @njit(**JIT, forceinline=True)
 def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
-                 rch, rbg, rbank, faw, open_row, cmd_count, bank_cols, lat_hist, rule_lat, log,
+                 rch, rbank, faw, open_row, cmd_count, bank_cols, lat_hist, rule_lat, log,
                  completion, settings):
     """Channel ch's turn at CK cycle clk: refresh, then at most one command; sets its next try.
     `settings` is the controller's and timing's constants as one tuple (MemorySystem makes
@@ -554,7 +570,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             if chan[ch, C_ABUF_T] < earliest:
                 earliest = chan[ch, C_ABUF_T]
         else:
-            idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, ABUF, open_row, rch, rbg,
+            idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, ABUF, open_row, rch,
                                          rbank, faw_t, clk, ref_bank, not fcfs)
             if e < earliest:
                 earliest = e
@@ -569,12 +585,12 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
         if per_bank_refresh:
             rb = chan[ch, C_REF_BANK]
             rcmd = PRE if open_row[ch, rb] >= 0 else REFPB
-            t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, rb >> bg_shift, rb, n_faw)
+            t = _ready_at(rch, rbank, faw, ch, rcmd, rb, n_faw)
             if t <= clk and not (rcmd == PRE
                                  and _active_blocks(bufs, counts, heads, ch, rb)):
-                _issue(rule_lat, rch, rbg, rbank, faw, open_row,
+                _issue(rule_lat, rch, rbank, faw, open_row,
                        cmd_count, ch, rcmd, rb >> bg_shift, rb, -1, clk, log,
-                       scal, log_cap, n_banks)
+                       scal, log_cap, n_banks, bg_shift)
                 _rows_changed(bank_hits, ch, rcmd, rb)
                 issued = True
                 if rcmd == REFPB:
@@ -589,11 +605,12 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                     any_open = True
                     break
             rcmd = PREA if any_open else REFAB
-            t = _ready_at(rch, rbg, rbank, faw, ch, rcmd, -1, -1, n_faw)
+            t = _ready_at(rch, rbank, faw, ch, rcmd, -1, n_faw)
             if t <= clk and not (rcmd == PREA
                                  and _active_blocks(bufs, counts, heads, ch, -1)):
-                _issue(rule_lat, rch, rbg, rbank, faw, open_row,
-                       cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap, n_banks)
+                _issue(rule_lat, rch, rbank, faw, open_row,
+                       cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap, n_banks,
+                       bg_shift)
                 _rows_changed(bank_hits, ch, rcmd, -1)
                 issued = True
                 if rcmd == REFAB:
@@ -610,18 +627,17 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
         k = WBUF if chan[ch, C_WR_MODE] == 1 else RBUF
         if counts[ch, k] > 0:
             if fcfs:
-                idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, k, open_row, rch, rbg,
+                idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, k, open_row, rch,
                                              rbank, faw_t, clk, ref_bank, False)
             else:
                 if counts[ch, k] >= SCAN_BELOW and bank_queued.shape[0] > 0:
                     idx, cmd, e, others = _first_ready(bufs, counts, heads, bank_queued,
-                                                       bank_hits, ch, k, open_row, rch, rbg,
-                                                       rbank, faw_t, clk, ref_bank,
-                                                       bg_shift)
+                                                       bank_hits, ch, k, open_row, rch,
+                                                       rbank, faw_t, clk, ref_bank)
                     bounded = idx >= 0
                 else:
                     idx, cmd, e = _first_ready_scan(bufs, counts, heads, ch, k, open_row,
-                                                    rch, rbg, rbank, faw_t, clk, ref_bank)
+                                                    rch, rbank, faw_t, clk, ref_bank)
                 ready = idx >= 0
             if e < earliest:
                 earliest = e
@@ -648,8 +664,8 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
         if final_cmd and closed_page and not _row_wanted(bufs, counts, heads, ch, bank, row,
                                                          kind, idx):
             cmd = RDA if cmd == RD else WRA
-        _issue(rule_lat, rch, rbg, rbank, faw, open_row, cmd_count,
-               ch, cmd, bg, bank, row, clk, log, scal, log_cap, n_banks)
+        _issue(rule_lat, rch, rbank, faw, open_row, cmd_count,
+               ch, cmd, bg, bank, row, clk, log, scal, log_cap, n_banks, bg_shift)
         _rows_changed(bank_hits, ch, cmd, bank)
         issued = True
         if final_cmd:
@@ -686,7 +702,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             # the activated request waits for its column command: the bound on the
             # active buffer takes its earliest cycle in
             col = WR if kind == WBUF else RD
-            t = _earliest(rch, rbg, rbank, faw_t, ch, col, bg, bank)
+            t = _earliest(rch, rbank, faw_t, ch, col, bank)
             if t < chan[ch, C_ABUF_T]:
                 chan[ch, C_ABUF_T] = t
             _append(bufs, counts, heads, ch, ABUF, kind, idx)
@@ -706,7 +722,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                 earliest = rch[ch, PRE]
             if rch[ch, ACT] < earliest:
                 earliest = rch[ch, ACT]
-        t = _bank_next(rch, rbg, rbank, faw, open_row, ch, kind, bg, bank, n_faw)
+        t = _bank_next(rch, rbank, faw, open_row, ch, kind, bank, n_faw)
         if t < earliest:
             earliest = t
         if counts[ch, ABUF] > 0 and chan[ch, C_ABUF_T] < earliest:
@@ -721,7 +737,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
 
 
 @njit(**JIT, forceinline=True)
-def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch, rbg,
+def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch,
            rbank, faw, open_row, lat_hist, completion, settings, ch, addr, is_w, bg, bank, row,
            rid, clk):
     """Hand one request to its channel at cycle clk: a read served from a queued write, or
@@ -752,7 +768,7 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
     _tally(bank_queued, bank_hits, open_row, ch, k, bank, row, 1)
     scal[S_QUEUED] += 1
     if chan[ch, C_NEXT_TRY] > clk + 1:
-        wake = _arrival_wake(chan, counts, caps, open_row, rch, rbg, rbank, faw, ch, k, bg, bank,
+        wake = _arrival_wake(chan, counts, caps, open_row, rch, rbank, faw, ch, k, bank,
                              row, clk, fcfs, wm_high, wm_low, n_faw)
         if wake < chan[ch, C_NEXT_TRY]:
             chan[ch, C_NEXT_TRY] = wake
@@ -760,7 +776,7 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
 
 
 @njit(**JIT)
-def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch, rbg, rbank,
+def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch, rbank,
         faw, open_row, cmd_count, bank_cols,
         lat_hist, rule_lat, log,
         req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, n_req,
@@ -782,7 +798,7 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
                     next_try = chan[ch, C_NEXT_TRY]
                 continue
             _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_filter,
-                         scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, bank_cols,
+                         scal, chan, rch, rbank, faw, open_row, cmd_count, bank_cols,
                          lat_hist, rule_lat, log, completion, settings)
             if chan[ch, C_NEXT_TRY] < next_try:
                 next_try = chan[ch, C_NEXT_TRY]
@@ -791,7 +807,7 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
         while pos < n_req and req_arrive[pos] <= clk:
             ch = req_ch[pos]
             if not _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
-                          rch, rbg, rbank, faw, open_row, lat_hist, completion, settings, ch,
+                          rch, rbank, faw, open_row, lat_hist, completion, settings, ch,
                           req_addr[pos], req_write[pos], req_bg[pos], req_bank[pos],
                           req_row[pos], scal[S_ID_BASE] + pos, clk):
                 break
@@ -831,7 +847,7 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
 
 @njit(**JIT, nogil=True)
 def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
-                 rch, rbg, rbank, faw, open_row, cmd_count, bank_cols, lat_hist, rule_lat, log,
+                 rch, rbank, faw, open_row, cmd_count, bank_cols, lat_hist, rule_lat, log,
                  reqs, starts, final, until, completion, settings):
     """Per-channel front ends: each channel takes its own requests (rows starts[ch] to
     starts[ch + 1] of `reqs`, from group_by_channel) as its buffers accept them, on its own clock
@@ -849,7 +865,7 @@ def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_fi
         while True:
             if chan[ch, C_NEXT_TRY] <= clk:
                 _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_filter,
-                             scal, chan, rch, rbg, rbank, faw, open_row, cmd_count, bank_cols,
+                             scal, chan, rch, rbank, faw, open_row, cmd_count, bank_cols,
                              lat_hist, rule_lat, log, completion, settings)
             # a request held back by its full buffer stays so until a request leaves it (a
             # read the write buffer could serve would have been served)
@@ -857,7 +873,7 @@ def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_fi
                 blocked = 0
             while not blocked and pos < end and reqs[pos, G_ARRIVE] <= clk:
                 if not _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal,
-                              chan, rch, rbg, rbank, faw, open_row, lat_hist, completion,
+                              chan, rch, rbank, faw, open_row, lat_hist, completion,
                               settings, ch, reqs[pos, G_ADDR], reqs[pos, G_WRITE],
                               reqs[pos, G_BG], reqs[pos, G_BANK], reqs[pos, G_ROW],
                               reqs[pos, G_ID], clk):

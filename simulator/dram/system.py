@@ -227,8 +227,9 @@ class MemorySystem:
         per_bank = controller.refresh == "per_bank"
         self._refresh_every = timing.nREFI // 16 if per_bank else timing.nREFI
         self._rch = np.zeros((n_ch, E.N_CMD), np.int64)
-        self._rbg = np.zeros((n_ch, org.bank_groups, E.N_CMD), np.int64)
-        self._rbank = np.zeros((n_ch, n_banks, E.N_CMD), np.int64)
+        # per channel, command and bank: the bank's earliest cycle by the bank-group and bank
+        # rules (the banks of a command side by side, for the scheduler's pass over them)
+        self._rbank = np.zeros((n_ch, E.N_CMD, n_banks), np.int64)
         self._faw = np.zeros((n_ch, 5), np.int64)
         self._open_row = np.zeros((n_ch, n_banks), np.int64)
         self._cmd_count = np.zeros((n_ch, E.N_CMD), np.int64)
@@ -315,7 +316,7 @@ class MemorySystem:
                 self._write_filter)
 
     def _tables(self) -> tuple:
-        return (self._rch, self._rbg, self._rbank, self._faw, self._open_row,
+        return (self._rch, self._rbank, self._faw, self._open_row,
                 self._cmd_count, self._bank_cols)
 
     def _settings(self) -> tuple:
@@ -388,7 +389,7 @@ class MemorySystem:
                             (E.C_LAST_COL, -1), (E.C_LAST_BG, -1), (E.C_NEXT_TRY, now),
                             (E.C_ABUF_T, 0)):
             self._chan[:, slot] = value
-        for bounds in (self._rch, self._rbg, self._rbank):
+        for bounds in (self._rch, self._rbank):
             bounds.fill(0)
         self._faw.fill(-(1 << 40))
         self._faw[:, 4] = 0
