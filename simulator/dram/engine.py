@@ -109,10 +109,8 @@ def _issue(rule_lat, rch, rbank, faw, open_row, cmd_count,
     The bank-group rules raise the bound of each bank in the group: bounds kept per bank
     only (the latest of its group's and its own) cost one look per command where the
     scheduler looks for one."""
-    for nxt in range(N_CMD):
-        t = clk + rule_lat[0, cmd, nxt]
-        if t > rch[ch, nxt]:
-            rch[ch, nxt] = t
+    for nxt in range(N_CMD):  # (branch-free, so the compiler can take several at once)
+        rch[ch, nxt] = max(rch[ch, nxt], clk + rule_lat[0, cmd, nxt])
     if bank >= 0:
         # (unsigned bank indices: numba checks each signed one for a negative value to wrap)
         first = np.uint64(bg) << np.uint64(bg_shift)
