@@ -67,7 +67,9 @@ C_ABUF_T = 11
 # column commands that follow one to the same bank group (spaced nCCDL, not nCCDS), and that group
 C_SAME_BG, C_LAST_BG = 12, 13
 C_CLK = 14  # the channel's own clock, with per-channel front ends
-N_CHANNEL_COUNTERS = 15
+# per buffer kind (read, write), the banks whose open-row tally an ACT has made unknown, as bits
+C_STALE = 15
+N_CHANNEL_COUNTERS = 17
 # commands (kept in step with commands.py by tests)
 ACT, PRE, PREA, RD, WR, RDA, WRA, REFAB, REFPB = range(9)
 N_CMD = 9
@@ -189,7 +191,7 @@ def _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, step):
 
 
 @njit(**JIT, forceinline=True)
-def _rows_changed(bank_hits, ch, cmd, bank):
+def _rows_changed(bank_hits, chan, ch, cmd, bank):
     """After a command, how many queued requests want the bank's open row: unknown after an
     ACT (counted when next needed), none after a precharge."""
     if bank_hits.shape[0] == 0:
@@ -198,18 +200,28 @@ def _rows_changed(bank_hits, ch, cmd, bank):
         n = -1 if cmd == ACT else 0
         bank_hits[ch, RBUF, bank] = n
         bank_hits[ch, WBUF, bank] = n
+        bit = np.int64(1) << bank
+        for kind in (RBUF, WBUF):
+            chan[ch, C_STALE + kind] = (chan[ch, C_STALE + kind] | bit if cmd == ACT
+                                        else chan[ch, C_STALE + kind] & ~bit)
     elif cmd == PREA:
         bank_hits[ch, RBUF, :] = 0
         bank_hits[ch, WBUF, :] = 0
+        chan[ch, C_STALE + RBUF] = 0
+        chan[ch, C_STALE + WBUF] = 0
 
 
 @njit(**JIT, forceinline=True)
-def _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kind):
+def _recount_hits(bufs, counts, heads, bank_queued, bank_hits, chan, open_row, ch, kind):
     """Count the requests for each bank's open row where an ACT has made it unknown."""
+    unknown = chan[ch, C_STALE + kind]
+    if unknown == 0:
+        return
+    chan[ch, C_STALE + kind] = 0
     mask = bufs.shape[3] - 1
     stale = 0
     for bank in range(bank_hits.shape[2]):
-        if bank_hits[ch, kind, bank] < 0:
+        if unknown & (np.int64(1) << bank):
             bank_hits[ch, kind, bank] = 0
             if bank_queued[ch, kind, bank] > 0:
                 stale |= np.int64(1) << bank
@@ -377,7 +389,7 @@ def _bank_pass(queued, hits, opened, col_at, pre_at, act_at, ch_col, ch_pre, ch_
 
 
 @njit(**JIT, forceinline=True)
-def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row, rch,
+def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, open_row, rch,
                  rbank, faw_t, clk, ref_bank):
     """FR-FCFS over a read or write buffer, whose order is age order: the first request whose
     next command is ready. Returns (slot or -1, command, earliest ready cycle seen of the
@@ -388,7 +400,7 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, ch, kind, open_row
     open row (the column command) and the others (PRE, or ACT when the bank is closed). So the
     ready cycle is found per class from the bank tallies, and the buffer is scanned, oldest
     first, only for the first request of a class that is ready."""
-    _recount_hits(bufs, counts, heads, bank_queued, bank_hits, open_row, ch, kind)
+    _recount_hits(bufs, counts, heads, bank_queued, bank_hits, chan, open_row, ch, kind)
     col = WR if kind == WBUF else RD
     ready_hit, ready_miss, earliest = _bank_pass(
         bank_queued[ch, kind], bank_hits[ch, kind], open_row[ch], rbank[ch, col],
@@ -589,7 +601,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                 _issue(rule_lat, rch, rbank, faw, open_row,
                        cmd_count, ch, rcmd, rb >> bg_shift, rb, -1, clk, log,
                        scal, log_cap, n_banks, bg_shift)
-                _rows_changed(bank_hits, ch, rcmd, rb)
+                _rows_changed(bank_hits, chan, ch, rcmd, rb)
                 issued = True
                 if rcmd == REFPB:
                     chan[ch, C_PENDING_REF] -= 1
@@ -609,7 +621,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                 _issue(rule_lat, rch, rbank, faw, open_row,
                        cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap, n_banks,
                        bg_shift)
-                _rows_changed(bank_hits, ch, rcmd, -1)
+                _rows_changed(bank_hits, chan, ch, rcmd, -1)
                 issued = True
                 if rcmd == REFAB:
                     chan[ch, C_PENDING_REF] -= 1
@@ -630,7 +642,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             else:
                 if counts[ch, k] >= SCAN_BELOW and bank_queued.shape[0] > 0:
                     idx, cmd, e, others = _first_ready(bufs, counts, heads, bank_queued,
-                                                       bank_hits, ch, k, open_row, rch,
+                                                       bank_hits, chan, ch, k, open_row, rch,
                                                        rbank, faw_t, clk, ref_bank)
                     bounded = idx >= 0
                 else:
@@ -664,7 +676,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             cmd = RDA if cmd == RD else WRA
         _issue(rule_lat, rch, rbank, faw, open_row, cmd_count,
                ch, cmd, bg, bank, row, clk, log, scal, log_cap, n_banks, bg_shift)
-        _rows_changed(bank_hits, ch, cmd, bank)
+        _rows_changed(bank_hits, chan, ch, cmd, bank)
         issued = True
         if final_cmd:
             chan[ch, C_BUSY] += n_bl
