@@ -193,7 +193,8 @@ def _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, step):
 @njit(**JIT, forceinline=True)
 def _rows_changed(bank_hits, chan, ch, cmd, bank):
     """After a command, how many queued requests want the bank's open row: unknown after an
-    ACT (counted when next needed), none after a precharge."""
+    ACT (-1, and the bank's bit set in the channel's C_STALE masks, so that the next count
+    finds it without a pass over the banks), none after a precharge."""
     if bank_hits.shape[0] == 0:
         return
     if cmd == ACT or cmd == PRE or cmd == RDA or cmd == WRA:
