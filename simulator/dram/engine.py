@@ -181,30 +181,31 @@ def _remove(bufs, counts, heads, ch, kind, p):
 
 
 @njit(**JIT, forceinline=True)
-def _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, step):
-    """Count a request into (step 1) or out of (step -1) its bank's tallies, where kept."""
+def _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, step):
+    """Count a request into (step 1) or out of (step -1) its bank's tallies, where kept (not
+    the open-row tally while an ACT has left it to be counted anew)."""
     if bank_queued.shape[0] == 0:
         return
     bank_queued[ch, kind, bank] += step
-    if bank_hits[ch, kind, bank] >= 0 and open_row[ch, bank] == row:
+    if not chan[ch, C_STALE + kind] & (np.int64(1) << bank) and open_row[ch, bank] == row:
         bank_hits[ch, kind, bank] += step
 
 
 @njit(**JIT, forceinline=True)
 def _rows_changed(bank_hits, chan, ch, cmd, bank):
     """After a command, how many queued requests want the bank's open row: unknown after an
-    ACT (-1, and the bank's bit set in the channel's C_STALE masks, so that the next count
-    finds it without a pass over the banks), none after a precharge."""
+    ACT (the bank's bit set in the channel's C_STALE masks, so that the next count finds it
+    without a pass over the banks), none after a precharge."""
     if bank_hits.shape[0] == 0:
         return
-    if cmd == ACT or cmd == PRE or cmd == RDA or cmd == WRA:
-        n = -1 if cmd == ACT else 0
-        bank_hits[ch, RBUF, bank] = n
-        bank_hits[ch, WBUF, bank] = n
-        bit = np.int64(1) << bank
-        for kind in (RBUF, WBUF):
-            chan[ch, C_STALE + kind] = (chan[ch, C_STALE + kind] | bit if cmd == ACT
-                                        else chan[ch, C_STALE + kind] & ~bit)
+    if cmd == ACT:
+        chan[ch, C_STALE + RBUF] |= np.int64(1) << bank
+        chan[ch, C_STALE + WBUF] |= np.int64(1) << bank
+    elif cmd == PRE or cmd == RDA or cmd == WRA:
+        bank_hits[ch, RBUF, bank] = 0
+        bank_hits[ch, WBUF, bank] = 0
+        chan[ch, C_STALE + RBUF] &= ~(np.int64(1) << bank)
+        chan[ch, C_STALE + WBUF] &= ~(np.int64(1) << bank)
     elif cmd == PREA:
         bank_hits[ch, RBUF, :] = 0
         bank_hits[ch, WBUF, :] = 0
@@ -704,7 +705,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                 scal[S_LAST_DONE] = done
             _complete(completion, scal, rid, done)
             if kind != ABUF:
-                _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, -1)
+                _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, -1)
             _remove(bufs, counts, heads, ch, kind, idx)
             scal[S_QUEUED] -= 1
             if kind == ABUF:
@@ -717,7 +718,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             if t < chan[ch, C_ABUF_T]:
                 chan[ch, C_ABUF_T] = t
             _append(bufs, counts, heads, ch, ABUF, kind, idx)
-            _tally(bank_queued, bank_hits, open_row, ch, kind, bank, row, -1)
+            _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, -1)
             _remove(bufs, counts, heads, ch, kind, idx)
     if issued and bounded and not _mode_switches(
             chan[ch, C_WR_MODE], counts[ch, RBUF], counts[ch, WBUF], caps[WBUF], wm_high,
@@ -776,7 +777,7 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
     counts[ch, k] = n + 1
     if is_w:
         write_filter[ch, _write_slot(write_filter, addr)] += 1
-    _tally(bank_queued, bank_hits, open_row, ch, k, bank, row, 1)
+    _tally(bank_queued, bank_hits, chan, open_row, ch, k, bank, row, 1)
     scal[S_QUEUED] += 1
     if chan[ch, C_NEXT_TRY] > clk + 1:
         wake = _arrival_wake(chan, counts, caps, open_row, rch, rbank, faw, ch, k, bank,
