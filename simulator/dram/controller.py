@@ -16,7 +16,9 @@ class ControllerConfig:
     active_buffer: int = 32          # requests whose row was opened for them: served first
     write_high_watermark: float = 0.8  # switch to writes when the write buffer is fuller than this
     write_low_watermark: float = 0.2   # ... back to reads below this, with a read waiting
-    scheduler: str = "frfcfs"        # frfcfs: ready commands first, then oldest; fcfs: oldest
+    # frfcfs: ready commands first, then oldest (Ramulator 2's); frfcfs_hit_guard: the same,
+    # but a bank is not precharged while a request for its open row is ready; fcfs: oldest
+    scheduler: str = "frfcfs"
     page_policy: str = "open"        # open: rows stay open; closed: auto-precharge (RDA/WRA)
     refresh: str = "all_bank"        # all_bank: REFab every nREFI; per_bank: REFpb every nREFI/16
     # in_order: requests enter in trace order, the first to find its buffer full holding back

@@ -5,7 +5,8 @@ The story each CK cycle, per channel (the order of Ramulator 2's generic control
   2. schedule: the best request in the active buffer (rows opened for it) if its next command
      is ready; else the refresh (all-bank refresh blocks the channel until it issues); else the
      read or write buffer (write mode by watermarks), FR-FCFS: ready commands first, then oldest;
-     a precharge is held back while an activated request still waits for that bank;
+     a precharge is held back while an activated request still waits for that bank (with the
+     hit guard, also while a request for the bank's open row is ready);
   3. issue: at most one command per channel per CK cycle; timing rules update the earliest
      cycle of later commands at channel, bank-group and bank scope.
 Then the front end hands requests over, as many as the buffers accept. Two front ends:
@@ -392,7 +393,7 @@ def _bank_pass(queued, hits, opened, col_at, pre_at, act_at, ch_col, ch_pre, ch_
 
 @njit(**JIT, forceinline=True)
 def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, open_row, rch,
-                 rbank, faw_t, clk, ref_bank):
+                 rbank, faw_t, clk, ref_bank, hit_guard):
     """FR-FCFS over a read or write buffer, whose order is age order: the first request whose
     next command is ready. Returns (slot or -1, command, earliest ready cycle seen of the
     commands not ready now, which of the other banks' commands are ready now: 1 column, 2 row).
@@ -401,7 +402,11 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
     A bank's queued requests fall in two classes that each wait for one command: those for its
     open row (the column command) and the others (PRE, or ACT when the bank is closed). So the
     ready cycle is found per class from the bank tallies, and the buffer is scanned, oldest
-    first, only for the first request of a class that is ready."""
+    first, only for the first request of a class that is ready.
+
+    `hit_guard`: a bank whose open row has a request ready to issue is not precharged for an
+    older request to another row (that precharge would waste the ready column command and
+    reopen the row later)."""
     _recount_hits(bufs, counts, heads, bank_queued, bank_hits, chan, open_row, ch, kind)
     col = WR if kind == WBUF else RD
     ready_hit, ready_miss, earliest = _bank_pass(
@@ -412,7 +417,9 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
         return -1, -1, earliest, 0
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
-    ready = ready_hit | ready_miss
+    # a closed bank has no open-row requests, so only precharges are held back
+    may_miss = ready_miss & ~ready_hit if hit_guard else ready_miss
+    ready = ready_hit | may_miss
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
         bank = bufs[ch, kind, F_BANK, p]
@@ -420,18 +427,19 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
         if not ready & bit:
             continue  # nothing of this bank's can issue now
         # the other banks with a command ready now: 1 for a column command, 2 for a row one
+        # (a held-back precharge too: it is ready once its bank's column command is not)
         others = (1 if ready_hit & ~bit else 0) | (2 if ready_miss & ~bit else 0)
         if bufs[ch, kind, F_ROW, p] == open_row[ch, bank]:
             if ready_hit & bit:
                 return np.int64(p), col, earliest, others
-        elif ready_miss & bit:
+        elif may_miss & bit:
             return np.int64(p), _row_command(open_row, ch, bank, ref_bank), earliest, others
     return -1, -1, earliest, 0  # not reached: a ready class has a request
 
 
 @njit(**JIT, forceinline=True)
 def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t, clk,
-                      ref_bank):
+                      ref_bank, hit_guard):
     """`_first_ready` by one pass over the buffer, cheaper where it is short. (Its hot loop
     reads the requests through views of the channel's buffer: free without the NRT.)"""
     mask = bufs.shape[3] - 1
@@ -447,6 +455,17 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t
     # bank, and waits as long
     miss_seen = 0
     hit_seen = 0
+    if hit_guard:  # banks whose open-row requests can issue now are not precharged
+        for i in range(counts[ch, kind]):
+            p = _slot(h, i, mask)
+            if rows[p] == opened[banks[p]]:
+                hit_seen |= np.int64(1) << banks[p]
+        for bank in range(opened.shape[0]):
+            bit = np.int64(1) << bank
+            if hit_seen & bit:
+                hit_seen &= ~bit
+                if _earliest(rch, rbank, faw_t, ch, col, bank) <= clk:
+                    miss_seen |= bit  # (no request of the bank's open row is skipped)
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
         bank = banks[p]
@@ -557,7 +576,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
     `settings` is the controller's and timing's constants as one tuple (MemorySystem makes
     it)."""
     (caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh, n_bl, read_latency, n_faw,
-     refresh_every, bg_shift, n_banks, every_cycle) = settings
+     refresh_every, bg_shift, n_banks, every_cycle, hit_guard) = settings
     log_cap = log.shape[0]
     while clk >= chan[ch, C_NEXT_REF]:
         chan[ch, C_PENDING_REF] += 1
@@ -645,11 +664,12 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                 if counts[ch, k] >= SCAN_BELOW and bank_queued.shape[0] > 0:
                     idx, cmd, e, others = _first_ready(bufs, counts, heads, bank_queued,
                                                        bank_hits, chan, ch, k, open_row, rch,
-                                                       rbank, faw_t, clk, ref_bank)
+                                                       rbank, faw_t, clk, ref_bank, hit_guard)
                     bounded = idx >= 0
                 else:
                     idx, cmd, e = _first_ready_scan(bufs, counts, heads, ch, k, open_row,
-                                                    rch, rbank, faw_t, clk, ref_bank)
+                                                    rch, rbank, faw_t, clk, ref_bank,
+                                                    hit_guard)
                 ready = idx >= 0
             if e < earliest:
                 earliest = e

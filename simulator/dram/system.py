@@ -324,7 +324,8 @@ class MemorySystem:
         return (self._caps, c.write_high_watermark, c.write_low_watermark,
                 c.scheduler == "fcfs", c.page_policy == "closed", c.refresh == "per_bank",
                 t.nBL, t.nCL + t.nBL, t.nFAW, self._refresh_every, self._bank_group_shift,
-                self.org.banks, self.try_every_cycle)  # nCL + nBL: a read's latency from RD
+                self.org.banks, self.try_every_cycle,  # nCL + nBL: a read's latency from RD
+                c.scheduler == "frfcfs_hit_guard")
 
     def _run_channels(self, requests: tuple, channel: np.ndarray, bankgroup: np.ndarray,
                       bank: np.ndarray, row: np.ndarray, id_base: int, final: bool,
