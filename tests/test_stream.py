@@ -6,11 +6,12 @@ import pytest
 from reference_figures import STREAM_MEASURED
 
 from simulator.cli import main
+from simulator.config.hardware import hardware_names, load_hardware
 from simulator.pipeline import analyze
 from simulator.units import GB
 
 # The RX 6900 XT's measured triad (85 % of peak, against 90 % for its scale kernel) is not
-# reproduced: the replay streams it at 95 %. Listed in the closing note, not hidden here.
+# reproduced: the replay streams it at 94 %. Listed in the closing note, not hidden here.
 KNOWN_MISSES = {("rx-6900-xt", "add"), ("rx-6900-xt", "triad")}
 
 
@@ -23,6 +24,23 @@ def test_stream_matches_measured_bandwidth(card, repo):
         assert got <= r.hardware.memory.peak_bandwidth_GBps
         if (card, o.op.name) not in KNOWN_MISSES:
             assert got == pytest.approx(STREAM_MEASURED[card][o.op.name], rel=0.05), o.op.name
+
+
+GDDR6_CARDS = [n for n in hardware_names() if load_hardware(n).memory.type == "GDDR6"]
+
+
+@pytest.mark.parametrize("card", GDDR6_CARDS)
+def test_streams_run_near_peak_on_every_gddr6_card(card, repo):
+    """Reads-only streams reached 93.3-98.6 % of peak wherever they were measured (gddr6.md
+    3.1: A40, L40 and RX 6900 XT read kernels, the RTX 2080 Ti's BabelStream dot), and every
+    kernel 85 % or more. A card far below that has met a scheduling artefact, as the two-stream
+    dot of the 14 Gb/s-and-below 24 GB cards did (88 %: precharges in the cycle a read of the
+    open row could issue) before the GPU path's hit guard."""
+    r = analyze(repo / "workloads/stream.json", card)
+    peak = r.hardware.memory.peak_bandwidth_GBps
+    share = {o.op.name: o.op.bytes_moved / o.time_s / GB / peak for o in r.estimate.ops}
+    assert share["dot"] >= 0.933, share
+    assert min(share.values()) >= 0.85 and max(share.values()) <= 1.0, share
 
 
 def test_stream_kernels_move_babelstream_bytes(repo):
