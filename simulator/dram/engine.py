@@ -6,7 +6,7 @@ The story each CK cycle, per channel (the order of Ramulator 2's generic control
      is ready; else the refresh (all-bank refresh blocks the channel until it issues); else the
      read or write buffer (write mode by watermarks), FR-FCFS: ready commands first, then oldest;
      a precharge is held back while an activated request still waits for that bank (with the
-     hit guard, also while a request for the bank's open row is ready);
+     hit guard, also while any request for the bank's open row is queued);
   3. issue: at most one command per channel per CK cycle; timing rules update the earliest
      cycle of later commands at channel, bank-group and bank scope.
 Then the front end hands requests over, as many as the buffers accept. Two front ends:
@@ -404,9 +404,9 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
     ready cycle is found per class from the bank tallies, and the buffer is scanned, oldest
     first, only for the first request of a class that is ready.
 
-    `hit_guard`: a bank whose open row has a request ready to issue is not precharged for an
-    older request to another row (that precharge would waste the ready column command and
-    reopen the row later)."""
+    `hit_guard`: a bank is not precharged for an older request to another row while requests
+    for its open row are queued (they are served first, as a GPU's scheduler serves a row's
+    requests before it moves on; the precharge would have them reopen the row later)."""
     _recount_hits(bufs, counts, heads, bank_queued, bank_hits, chan, open_row, ch, kind)
     col = WR if kind == WBUF else RD
     ready_hit, ready_miss, earliest = _bank_pass(
@@ -417,8 +417,11 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
         return -1, -1, earliest, 0
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
-    # a closed bank has no open-row requests, so only precharges are held back
-    may_miss = ready_miss & ~ready_hit if hit_guard else ready_miss
+    may_miss = ready_miss
+    if hit_guard:  # (a closed bank has no open-row requests: only precharges are held back)
+        hits = bank_hits[ch, kind]
+        for bank in range(hits.shape[0]):
+            may_miss &= ~(np.int64(hits[bank] > 0) << bank)
     ready = ready_hit | may_miss
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
@@ -427,14 +430,14 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
         if not ready & bit:
             continue  # nothing of this bank's can issue now
         # the other banks with a command ready now: 1 for a column command, 2 for a row one
-        # (a held-back precharge too: it is ready once its bank's column command is not)
+        # (a held-back precharge too, as if it were not: a safe bound)
         others = (1 if ready_hit & ~bit else 0) | (2 if ready_miss & ~bit else 0)
         if bufs[ch, kind, F_ROW, p] == open_row[ch, bank]:
             if ready_hit & bit:
                 return np.int64(p), col, earliest, others
         elif may_miss & bit:
             return np.int64(p), _row_command(open_row, ch, bank, ref_bank), earliest, others
-    return -1, -1, earliest, 0  # not reached: a ready class has a request
+    return -1, -1, earliest, 0  # only held-back precharges were ready (else not reached)
 
 
 @njit(**JIT, forceinline=True)
@@ -455,17 +458,11 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t
     # bank, and waits as long
     miss_seen = 0
     hit_seen = 0
-    if hit_guard:  # banks whose open-row requests can issue now are not precharged
+    if hit_guard:  # banks with requests for their open row are not precharged
         for i in range(counts[ch, kind]):
             p = _slot(h, i, mask)
             if rows[p] == opened[banks[p]]:
-                hit_seen |= np.int64(1) << banks[p]
-        for bank in range(opened.shape[0]):
-            bit = np.int64(1) << bank
-            if hit_seen & bit:
-                hit_seen &= ~bit
-                if _earliest(rch, rbank, faw_t, ch, col, bank) <= clk:
-                    miss_seen |= bit  # (no request of the bank's open row is skipped)
+                miss_seen |= np.int64(1) << banks[p]
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
         bank = banks[p]

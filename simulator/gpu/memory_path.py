@@ -5,11 +5,12 @@ and hold dirty lines until they are written back in long batches. Modelled as de
 read and write queues (Little's law: 256 x 32 B per channel in flight covers about 500 ns of
 latency at full rate), writes drained in batches of about 230 (from 95 % to 50 % of a
 512-entry queue), with per-bank refresh as GDDR6 GPUs use. FR-FCFS keeps a bank's row open
-while a request for it is ready to issue (the hit guard: GPU schedulers serve a row's requests
-before closing it, as GPGPU-Sim's FR-FCFS does). Ramulator 2's FR-FCFS takes the oldest ready
-command, so it can precharge a row in the very cycle its next read could issue; with nRTP
-equal to nCCDL (the 14 Gb/s datasheet set, and every grade below it) that happened all along
-two streams, and the 24 GB cards lost 9 % of their peak on them. Each channel's queues fill from its
+while requests for it are queued (the hit guard: GPU schedulers serve a row's requests before
+closing it, as GPGPU-Sim's FR-FCFS does). Ramulator 2's FR-FCFS takes the oldest ready
+command, so it precharges a row for an older request whenever that precharge is ready before
+the row's next read: with nRTP equal to nCCDL (the 14 Gb/s datasheet set) in the very cycle
+the read could issue, with nRTP below it (10 Gb/s) a cycle before. All along two streams that
+cost the 24 GB cards 9 % of their peak, and the T4 2 %. Each channel's queues fill from its
 own requests (per-channel front ends): the crossbar feeds every memory partition from its own
 L2 slices, so a full queue holds back that partition's misses, not the whole GPU's. One
 setting for every card; the card-specific part is its organisation, timing and address
