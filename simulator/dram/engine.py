@@ -367,11 +367,13 @@ def _earliest(rch, rbank, faw_t, ch, cmd, bank):
 def _bank_pass(queued, hits, opened, col_at, pre_at, act_at, ch_col, ch_pre, ch_act, clk,
                ref_bank):
     """Per bank of a buffer: (banks whose open-row requests can issue now, banks whose other
-    requests can, the earliest cycle of those that cannot). One branch-free pass, which the
-    compiler does several banks at a time; a class with no request is never ready."""
+    requests can, the earliest cycle of those that cannot, banks with open-row requests). One
+    branch-free pass, which the compiler does several banks at a time; a class with no request
+    is never ready."""
     earliest = INF
     ready_hit = 0
     ready_miss = 0
+    with_hits = 0
     for bank in range(queued.shape[0]):
         n_queued = queued[bank]
         n_hits = hits[bank]
@@ -386,9 +388,10 @@ def _bank_pass(queued, hits, opened, col_at, pre_at, act_at, ch_col, ch_pre, ch_
         t_miss = INF if (n_queued <= n_hits) | ((bank == ref_bank) & (row < 0)) else t_miss
         ready_hit |= np.int64(t_hit <= clk) << bank
         ready_miss |= np.int64(t_miss <= clk) << bank
+        with_hits |= np.int64(n_hits > 0) << bank
         earliest = min(earliest, t_hit if t_hit > clk else INF)
         earliest = min(earliest, t_miss if t_miss > clk else INF)
-    return ready_hit, ready_miss, earliest
+    return ready_hit, ready_miss, earliest, with_hits
 
 
 @njit(**JIT, forceinline=True)
@@ -409,7 +412,7 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
     requests before it moves on; the precharge would have them reopen the row later)."""
     _recount_hits(bufs, counts, heads, bank_queued, bank_hits, chan, open_row, ch, kind)
     col = WR if kind == WBUF else RD
-    ready_hit, ready_miss, earliest = _bank_pass(
+    ready_hit, ready_miss, earliest, with_hits = _bank_pass(
         bank_queued[ch, kind], bank_hits[ch, kind], open_row[ch], rbank[ch, col],
         rbank[ch, PRE], rbank[ch, ACT], rch[ch, col], rch[ch, PRE], max(rch[ch, ACT], faw_t),
         clk, ref_bank)
@@ -417,11 +420,8 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
         return -1, -1, earliest, 0
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
-    may_miss = ready_miss
-    if hit_guard:  # (a closed bank has no open-row requests: only precharges are held back)
-        hits = bank_hits[ch, kind]
-        for bank in range(hits.shape[0]):
-            may_miss &= ~(np.int64(hits[bank] > 0) << bank)
+    # (a closed bank has no open-row requests: only precharges are held back)
+    may_miss = ready_miss & ~with_hits if hit_guard else ready_miss
     ready = ready_hit | may_miss
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
