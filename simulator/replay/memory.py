@@ -134,7 +134,7 @@ class SampledMemory(CycleMemory):
     def __init__(self, ms: MemorySystem, memo: dict | None = None, share_shapes: bool = True):
         """`share_shapes`: ops of one traffic shape share windows, measured at the first
         one's addresses (repeated layers' tensors sit elsewhere and can meet other bank
-        conflicts: per op that can be 12 % off, per step it is within the bound); False gives
+        conflicts: 1.5 % off per op at most where measured, within the bound per step); False gives
         each op windows of its own, at 3-20 times the cost (`run --own-windows`)."""
         super().__init__(ms)
         self._share_shapes = share_shapes
