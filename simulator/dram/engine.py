@@ -455,10 +455,11 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t
     last_row = -1
     # banks already found not ready for a row other than their open one, and for their open
     # row: another request to such a bank in the same case needs the same command at the same
-    # bank, and waits as long
+    # bank, and waits as long (with the hit guard, a bank's other rows also wait while
+    # requests for its open row are queued: those banks start out in miss_seen)
     miss_seen = 0
     hit_seen = 0
-    if hit_guard:  # banks with requests for their open row are not precharged
+    if hit_guard:
         for i in range(counts[ch, kind]):
             p = _slot(h, i, mask)
             if rows[p] == opened[banks[p]]:
