@@ -365,15 +365,14 @@ def _earliest(rch, rbank, faw_t, ch, cmd, bank):
 
 @njit(**JIT, forceinline=True)
 def _bank_pass(queued, hits, opened, col_at, pre_at, act_at, ch_col, ch_pre, ch_act, clk,
-               ref_bank):
+               ref_bank, hit_guard):
     """Per bank of a buffer: (banks whose open-row requests can issue now, banks whose other
-    requests can, the earliest cycle of those that cannot, banks with open-row requests). One
-    branch-free pass, which the compiler does several banks at a time; a class with no request
-    is never ready."""
+    requests can, the earliest cycle of those that cannot). One branch-free pass, which the
+    compiler does several banks at a time; a class with no request is never ready, nor (with
+    the hit guard) the other requests of a bank with open-row requests queued."""
     earliest = INF
     ready_hit = 0
     ready_miss = 0
-    with_hits = 0
     for bank in range(queued.shape[0]):
         n_queued = queued[bank]
         n_hits = hits[bank]
@@ -385,13 +384,13 @@ def _bank_pass(queued, hits, opened, col_at, pre_at, act_at, ch_col, ch_pre, ch_
         t_hit = INF if n_hits <= 0 else t_hit
         # (bitwise, not `or`/`and`: branches would keep the compiler from taking the banks
         # several at a time)
-        t_miss = INF if (n_queued <= n_hits) | ((bank == ref_bank) & (row < 0)) else t_miss
+        t_miss = INF if ((n_queued <= n_hits) | ((bank == ref_bank) & (row < 0))
+                         | (hit_guard & (n_hits > 0))) else t_miss
         ready_hit |= np.int64(t_hit <= clk) << bank
         ready_miss |= np.int64(t_miss <= clk) << bank
-        with_hits |= np.int64(n_hits > 0) << bank
         earliest = min(earliest, t_hit if t_hit > clk else INF)
         earliest = min(earliest, t_miss if t_miss > clk else INF)
-    return ready_hit, ready_miss, earliest, with_hits
+    return ready_hit, ready_miss, earliest
 
 
 @njit(**JIT, forceinline=True)
@@ -412,17 +411,15 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
     requests before it moves on; the precharge would have them reopen the row later)."""
     _recount_hits(bufs, counts, heads, bank_queued, bank_hits, chan, open_row, ch, kind)
     col = WR if kind == WBUF else RD
-    ready_hit, ready_miss, earliest, with_hits = _bank_pass(
+    ready_hit, ready_miss, earliest = _bank_pass(
         bank_queued[ch, kind], bank_hits[ch, kind], open_row[ch], rbank[ch, col],
         rbank[ch, PRE], rbank[ch, ACT], rch[ch, col], rch[ch, PRE], max(rch[ch, ACT], faw_t),
-        clk, ref_bank)
+        clk, ref_bank, hit_guard)
     if ready_hit == 0 and ready_miss == 0:
         return -1, -1, earliest, 0
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
-    # (a closed bank has no open-row requests: only precharges are held back)
-    may_miss = ready_miss & ~with_hits if hit_guard else ready_miss
-    ready = ready_hit | may_miss
+    ready = ready_hit | ready_miss
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
         bank = bufs[ch, kind, F_BANK, p]
@@ -430,14 +427,13 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
         if not ready & bit:
             continue  # nothing of this bank's can issue now
         # the other banks with a command ready now: 1 for a column command, 2 for a row one
-        # (a held-back precharge too, as if it were not: a safe bound)
         others = (1 if ready_hit & ~bit else 0) | (2 if ready_miss & ~bit else 0)
         if bufs[ch, kind, F_ROW, p] == open_row[ch, bank]:
             if ready_hit & bit:
                 return np.int64(p), col, earliest, others
-        elif may_miss & bit:
+        elif ready_miss & bit:
             return np.int64(p), _row_command(open_row, ch, bank, ref_bank), earliest, others
-    return -1, -1, earliest, 0  # only held-back precharges were ready (else not reached)
+    return -1, -1, earliest, 0  # not reached: a ready class has a request
 
 
 @njit(**JIT, forceinline=True)
