@@ -48,9 +48,16 @@ JIT = {"cache": True, "error_model": "numpy", "_nrt": False}
 
 # buffer kinds
 RBUF, WBUF, ABUF = 0, 1, 2
-# request fields
-F_ID, F_ADDR, F_BG, F_BANK, F_ROW, F_WRITE, F_ARRIVE, F_STAT = range(8)
-N_FIELDS = 8
+# request fields: a request's bank, bank group, row, direction and whether its first command
+# has been counted are packed into one key (K_*), so that the buffers' rings, which move a
+# request's fields one slot along to close each gap, move four words rather than eight
+F_ID, F_ADDR, F_KEY, F_ARRIVE = range(4)
+N_FIELDS = 4
+K_BANK = 63           # bits 0-5: bank (bank bitmasks are int64, so 64 banks at most)
+K_BG_SHIFT = 6        # bits 6-11: bank group
+K_WRITE = 1 << 12     # a write
+K_STAT = 1 << 13      # its first command has been counted (hit, miss or conflict)
+K_ROW_SHIFT = 16      # bits 16-: row
 # fields of a request grouped by channel (per-channel front ends)
 G_ID, G_ADDR, G_WRITE, G_ARRIVE, G_BG, G_BANK, G_ROW = range(7)
 N_GROUPED = 7
@@ -233,8 +240,9 @@ def _recount_hits(bufs, counts, heads, bank_queued, bank_hits, chan, open_row, c
     h = heads[ch, kind]
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
-        bank = bufs[ch, kind, F_BANK, p]
-        if stale & (np.int64(1) << bank) and bufs[ch, kind, F_ROW, p] == open_row[ch, bank]:
+        key = bufs[ch, kind, F_KEY, p]
+        bank = key & K_BANK
+        if stale & (np.int64(1) << bank) and key >> K_ROW_SHIFT == open_row[ch, bank]:
             bank_hits[ch, kind, bank] += 1
 
 
@@ -263,7 +271,7 @@ def _write_queued(bufs, counts, heads, ch, addr):
     h = heads[ch, ABUF]
     for i in range(counts[ch, ABUF]):
         p = _slot(h, i, mask)
-        if bufs[ch, ABUF, F_WRITE, p] == 1 and bufs[ch, ABUF, F_ADDR, p] == addr:
+        if bufs[ch, ABUF, F_KEY, p] & K_WRITE and bufs[ch, ABUF, F_ADDR, p] == addr:
             return True
     return False
 
@@ -313,7 +321,8 @@ def _row_wanted(bufs, counts, heads, ch, bank, row, skip_kind, skip_p):
             p = _slot(h, i, mask)
             if kind == skip_kind and np.int64(p) == skip_p:
                 continue
-            if bufs[ch, kind, F_BANK, p] == bank and bufs[ch, kind, F_ROW, p] == row:
+            key = bufs[ch, kind, F_KEY, p]
+            if key & K_BANK == bank and key >> K_ROW_SHIFT == row:
                 return True
     return False
 
@@ -325,7 +334,7 @@ def _active_blocks(bufs, counts, heads, ch, bank):
     mask = bufs.shape[3] - 1
     h = heads[ch, ABUF]
     for i in range(counts[ch, ABUF]):
-        if bank < 0 or bufs[ch, ABUF, F_BANK, _slot(h, i, mask)] == bank:
+        if bank < 0 or bufs[ch, ABUF, F_KEY, _slot(h, i, mask)] & K_BANK == bank:
             return True
     return False
 
@@ -422,13 +431,14 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
     ready = ready_hit | ready_miss
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
-        bank = bufs[ch, kind, F_BANK, p]
+        key = bufs[ch, kind, F_KEY, p]
+        bank = key & K_BANK
         bit = np.int64(1) << bank
         if not ready & bit:
             continue  # nothing of this bank's can issue now
         # the other banks with a command ready now: 1 for a column command, 2 for a row one
         others = (1 if ready_hit & ~bit else 0) | (2 if ready_miss & ~bit else 0)
-        if bufs[ch, kind, F_ROW, p] == open_row[ch, bank]:
+        if key >> K_ROW_SHIFT == open_row[ch, bank]:
             if ready_hit & bit:
                 return np.int64(p), col, earliest, others
         elif ready_miss & bit:
@@ -444,7 +454,7 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
     col = WR if kind == WBUF else RD
-    banks, rows = bufs[ch, kind, F_BANK], bufs[ch, kind, F_ROW]
+    keys = bufs[ch, kind, F_KEY]
     opened = open_row[ch]
     earliest = INF
     last_bank = -1
@@ -458,12 +468,13 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t
     if hit_guard:
         for i in range(counts[ch, kind]):
             p = _slot(h, i, mask)
-            if rows[p] == opened[banks[p]]:
-                miss_seen |= np.int64(1) << banks[p]
+            bank = keys[p] & K_BANK
+            if keys[p] >> K_ROW_SHIFT == opened[bank]:
+                miss_seen |= np.int64(1) << bank
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
-        bank = banks[p]
-        row = rows[p]
+        bank = keys[p] & K_BANK
+        row = keys[p] >> K_ROW_SHIFT
         if bank == last_bank and row == last_row:
             continue  # same row as the request before it: same command, not ready either
         last_bank = bank
@@ -545,9 +556,10 @@ def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t, clk, ref
     earliest = INF
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
-        bank = bufs[ch, kind, F_BANK, p]
-        cmd = _next_command(open_row, ch, bank, bufs[ch, kind, F_ROW, p],
-                            bufs[ch, kind, F_WRITE, p] == 1, ref_bank)
+        key = bufs[ch, kind, F_KEY, p]
+        bank = key & K_BANK
+        cmd = _next_command(open_row, ch, bank, key >> K_ROW_SHIFT, key & K_WRITE != 0,
+                            ref_bank)
         t = _earliest(rch, rbank, faw_t, ch, cmd, bank)
         if t < earliest:
             earliest = t
@@ -672,14 +684,15 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                 kind = k
     # a precharge must not close a row an activated request is waiting for
     if found and cmd == PRE and kind != ABUF:
-        if _active_blocks(bufs, counts, heads, ch, bufs[ch, kind, F_BANK, idx]):
+        if _active_blocks(bufs, counts, heads, ch, bufs[ch, kind, F_KEY, idx] & K_BANK):
             found = False  # until that request's column command (its bound is in earliest)
     if found and not issued:
-        bank = bufs[ch, kind, F_BANK, idx]
-        bg = bufs[ch, kind, F_BG, idx]
-        row = bufs[ch, kind, F_ROW, idx]
-        if bufs[ch, kind, F_STAT, idx] == 0:  # first command decides hit/miss/conflict
-            bufs[ch, kind, F_STAT, idx] = 1
+        key = bufs[ch, kind, F_KEY, idx]
+        bank = key & K_BANK
+        bg = (key >> K_BG_SHIFT) & K_BANK
+        row = key >> K_ROW_SHIFT
+        if not key & K_STAT:  # first command decides hit/miss/conflict
+            bufs[ch, kind, F_KEY, idx] = key | K_STAT
             if cmd == RD or cmd == WR:
                 chan[ch, C_HIT] += 1
             elif cmd == ACT:
@@ -782,12 +795,9 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
     p = (heads[ch, k] + n) & mask
     bufs[ch, k, F_ID, p] = rid
     bufs[ch, k, F_ADDR, p] = addr
-    bufs[ch, k, F_BG, p] = bg
-    bufs[ch, k, F_BANK, p] = bank
-    bufs[ch, k, F_ROW, p] = row
-    bufs[ch, k, F_WRITE, p] = is_w
+    bufs[ch, k, F_KEY, p] = (row << K_ROW_SHIFT) | (K_WRITE if is_w else 0) | (
+        bg << K_BG_SHIFT) | bank
     bufs[ch, k, F_ARRIVE, p] = clk
-    bufs[ch, k, F_STAT, p] = 0
     counts[ch, k] = n + 1
     if is_w:
         write_filter[ch, _write_slot(write_filter, addr)] += 1

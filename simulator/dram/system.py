@@ -193,6 +193,9 @@ class MemorySystem:
         if org.banks_per_group & (org.banks_per_group - 1):
             raise ValueError(f"banks per group must be a power of two (the engine finds a "
                              f"bank's group by a shift), got {org.banks_per_group}")
+        if n_banks > E.K_BANK + 1:
+            raise ValueError(f"at most {E.K_BANK + 1} banks per channel (the engine keeps a "
+                             f"channel's banks as bits of one int64), got {n_banks}")
         self._bank_group_shift = org.banks_per_group.bit_length() - 1
         cap = max(controller.read_buffer, controller.write_buffer, controller.active_buffer)
         self._caps = np.array([controller.read_buffer, controller.write_buffer,
