@@ -54,7 +54,8 @@ RBUF, WBUF, ABUF = 0, 1, 2
 F_ID, F_ADDR, F_KEY, F_ARRIVE = range(4)
 N_FIELDS = 4
 K_BANK = 63           # bits 0-5: bank (bank bitmasks are int64, so 64 banks at most)
-K_BG_SHIFT = 6        # bits 6-11: bank group
+K_BG_SHIFT = 6        # bits 6-11: bank group (as many as banks at most)
+K_BG = 63
 K_WRITE = 1 << 12     # a write
 K_STAT = 1 << 13      # its first command has been counted (hit, miss or conflict)
 K_ROW_SHIFT = 16      # bits 16-: row
@@ -689,7 +690,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
     if found and not issued:
         key = bufs[ch, kind, F_KEY, idx]
         bank = key & K_BANK
-        bg = (key >> K_BG_SHIFT) & K_BANK
+        bg = (key >> K_BG_SHIFT) & K_BG
         row = key >> K_ROW_SHIFT
         if not key & K_STAT:  # first command decides hit/miss/conflict
             bufs[ch, kind, F_KEY, idx] = key | K_STAT
