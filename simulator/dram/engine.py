@@ -522,20 +522,26 @@ def _mode_switches(write_mode, n_reads, n_writes, write_cap, wm_high, wm_low):
 
 
 @njit(**JIT, forceinline=True)
-def _arrival_wake(chan, counts, caps, open_row, rch, rbank, faw, ch, kind, bank, row,
-                  clk, fcfs, wm_high, wm_low, n_faw):
+def _arrival_wake(chan, counts, caps, bank_hits, open_row, rch, rbank, faw, ch, kind, bank,
+                  row, clk, fcfs, wm_high, wm_low, n_faw, hit_guard):
     """When a request just queued on channel ch can first change what the channel does.
 
     The next cycle where it could turn the channel's read/write mode, and under FCFS (kept
     simple). Otherwise only the request itself is new (a pending refresh only holds it back
     longer): FR-FCFS takes it once its command is ready if it is in the buffer being served,
     and never before the mode turns if not (the channel's next try already covers every other
-    event)."""
+    event). With the hit guard, a request for another row than its bank's open one, which
+    requests of its buffer still want, waits for the last of those, whose column command
+    wakes the channel for the bank."""
     if fcfs or _mode_switches(
             chan[ch, C_WR_MODE], counts[ch, RBUF], counts[ch, WBUF], caps[WBUF], wm_high,
             wm_low):
         return clk + 1
     if (kind == WBUF) != (chan[ch, C_WR_MODE] == 1):
+        return INF
+    if (hit_guard and bank_hits.shape[0] > 0 and open_row[ch, bank] >= 0
+            and open_row[ch, bank] != row and bank_hits[ch, kind, bank] > 0
+            and not chan[ch, C_STALE + kind] & (np.int64(1) << bank)):
         return INF
     faw_t = _faw_ready(faw, ch, n_faw)
     cmd = _next_command(open_row, ch, bank, row, kind == WBUF, -1)
@@ -783,8 +789,8 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
     """Hand one request to its channel at cycle clk: a read served from a queued write, or
     queued (the channel's next try moves up if the request can change what it does). False
     when its buffer is full."""
-    caps, wm_high, wm_low, fcfs, n_faw = (settings[0], settings[1], settings[2], settings[3],
-                                          settings[8])
+    caps, wm_high, wm_low, fcfs, n_faw, hit_guard = (settings[0], settings[1], settings[2],
+                                                     settings[3], settings[8], settings[13])
     if is_w == 0 and _write_maybe_queued(write_filter, ch, addr) \
             and _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk):
         return True
@@ -805,8 +811,8 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
     _tally(bank_queued, bank_hits, chan, open_row, ch, k, bank, row, 1)
     scal[S_QUEUED] += 1
     if chan[ch, C_NEXT_TRY] > clk + 1:
-        wake = _arrival_wake(chan, counts, caps, open_row, rch, rbank, faw, ch, k, bank,
-                             row, clk, fcfs, wm_high, wm_low, n_faw)
+        wake = _arrival_wake(chan, counts, caps, bank_hits, open_row, rch, rbank, faw, ch, k,
+                             bank, row, clk, fcfs, wm_high, wm_low, n_faw, hit_guard)
         if wake < chan[ch, C_NEXT_TRY]:
             chan[ch, C_NEXT_TRY] = wake
     return True
