@@ -450,8 +450,11 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
 @njit(**JIT, forceinline=True)
 def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t, clk,
                       ref_bank, hit_guard):
-    """`_first_ready` by one pass over the buffer, cheaper where it is short. (Its hot loop
-    reads the requests through views of the channel's buffer: free without the NRT.)"""
+    """`_first_ready` by one pass over the buffer, cheaper where it is short. The pass goes on
+    past the request it takes, so that it returns the same bounds on the other banks' next
+    commands (the earliest cycle of those not ready, which are ready now: 1 column, 2 row).
+    (Its hot loop reads the requests through views of the channel's buffer: free without the
+    NRT.)"""
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
     col = WR if kind == WBUF else RD
@@ -460,9 +463,9 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t
     earliest = INF
     last_bank = -1
     last_row = -1
-    # banks already found not ready for a row other than their open one, and for their open
-    # row: another request to such a bank in the same case needs the same command at the same
-    # bank, and waits as long (with the hit guard, a bank's other rows also wait while
+    # banks already looked at for a row other than their open one, and for their open row:
+    # another request to such a bank in the same case needs the same command at the same bank,
+    # ready or waiting as long (with the hit guard, a bank's other rows also wait while
     # requests for its open row are queued: those banks start out in miss_seen)
     miss_seen = 0
     hit_seen = 0
@@ -472,12 +475,15 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t
             bank = keys[p] & K_BANK
             if keys[p] >> K_ROW_SHIFT == opened[bank]:
                 miss_seen |= np.int64(1) << bank
+    found = np.int64(-1)
+    found_cmd = -1
+    others = 0
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
         bank = keys[p] & K_BANK
         row = keys[p] >> K_ROW_SHIFT
         if bank == last_bank and row == last_row:
-            continue  # same row as the request before it: same command, not ready either
+            continue  # same row as the request before it: same command, same cycle
         last_bank = bank
         last_row = row
         cur = opened[bank]
@@ -485,21 +491,26 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t
         if cur == row:
             if hit_seen & bit:
                 continue
+            hit_seen |= bit
             cmd = col
         else:
             if miss_seen & bit:
                 continue
+            miss_seen |= bit
             cmd = _row_command(open_row, ch, bank, ref_bank)
         t = _earliest(rch, rbank, faw_t, ch, cmd, bank)
-        if t <= clk:
-            return np.int64(p), cmd, t
-        if t < earliest:
-            earliest = t
-        if cur != row:
+        if t > clk:
+            if t < earliest:
+                earliest = t
+        elif found < 0:
+            found = np.int64(p)
+            found_cmd = cmd
+            # the bank it takes is bounded anew after the command: its others are passed over
+            hit_seen |= bit
             miss_seen |= bit
         else:
-            hit_seen |= bit
-    return -1, -1, earliest
+            others |= 1 if cmd == col else 2
+    return found, found_cmd, earliest, others
 
 
 @njit(**JIT, forceinline=True)
@@ -532,17 +543,24 @@ def _arrival_wake(chan, counts, caps, bank_hits, open_row, rch, rbank, faw, ch, 
     and never before the mode turns if not (the channel's next try already covers every other
     event). With the hit guard, a request for another row than its bank's open one, which
     requests of its buffer still want, waits for the last of those, whose column command
-    wakes the channel for the bank."""
+    wakes the channel for the bank; and the first request for a bank's open row holds that
+    bank's other requests back, which can make another request the oldest ready one (one
+    whose turn a held-back precharge had taken), so it wakes the channel."""
     if fcfs or _mode_switches(
             chan[ch, C_WR_MODE], counts[ch, RBUF], counts[ch, WBUF], caps[WBUF], wm_high,
             wm_low):
         return clk + 1
     if (kind == WBUF) != (chan[ch, C_WR_MODE] == 1):
         return INF
-    if (hit_guard and bank_hits.shape[0] > 0 and open_row[ch, bank] >= 0
-            and open_row[ch, bank] != row and bank_hits[ch, kind, bank] > 0
-            and not chan[ch, C_STALE + kind] & (np.int64(1) << bank)):
-        return INF
+    if hit_guard and open_row[ch, bank] >= 0:
+        known = bank_hits.shape[0] > 0 and not chan[ch, C_STALE + kind] & (np.int64(1) << bank)
+        if open_row[ch, bank] == row:
+            # the first for the open row: the bank's other rows are held back from now, so
+            # another request may now be the oldest ready one
+            if not known or bank_hits[ch, kind, bank] == 1:
+                return clk + 1
+        elif known and bank_hits[ch, kind, bank] > 0:
+            return INF  # held back until the last request for the open row is served
     faw_t = _faw_ready(faw, ch, n_faw)
     cmd = _next_command(open_row, ch, bank, row, kind == WBUF, -1)
     t = _earliest(rch, rbank, faw_t, ch, cmd, bank)
@@ -680,9 +698,10 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                                                        rbank, faw_t, clk, ref_bank, hit_guard)
                     bounded = idx >= 0
                 else:
-                    idx, cmd, e = _first_ready_scan(bufs, counts, heads, ch, k, open_row,
-                                                    rch, rbank, faw_t, clk, ref_bank,
-                                                    hit_guard)
+                    idx, cmd, e, others = _first_ready_scan(bufs, counts, heads, ch, k,
+                                                            open_row, rch, rbank, faw_t, clk,
+                                                            ref_bank, hit_guard)
+                    bounded = idx >= 0
                 ready = idx >= 0
             if e < earliest:
                 earliest = e
