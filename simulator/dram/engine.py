@@ -449,12 +449,14 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
 
 @njit(**JIT, forceinline=True)
 def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t, clk,
-                      ref_bank, hit_guard):
-    """`_first_ready` by one pass over the buffer, cheaper where it is short. The pass goes on
-    past the request it takes, so that it returns the same bounds on the other banks' next
-    commands (the earliest cycle of those not ready, which are ready now: 1 column, 2 row).
-    (Its hot loop reads the requests through views of the channel's buffer: free without the
-    NRT.)"""
+                      ref_bank, hit_guard, bound):
+    """`_first_ready` by one pass over the buffer, cheaper where it is short. With `bound`
+    the pass goes on past the request it takes, so that it returns the same bounds on the
+    other banks' next commands (the earliest cycle of those not ready, which are ready now: 1
+    column, 2 row); without, it stops there and returns that request's ready cycle (shallow
+    buffers of random rows, as the reference systems', lose more to the rest of the pass than
+    the skip wins). (Its hot loop reads the requests through views of the channel's buffer:
+    free without the NRT.)"""
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
     col = WR if kind == WBUF else RD
@@ -503,6 +505,8 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t
             if t < earliest:
                 earliest = t
         elif found < 0:
+            if not bound:
+                return np.int64(p), cmd, t, 0
             found = np.int64(p)
             found_cmd = cmd
             # the bank it takes is bounded anew after the command: its others are passed over
@@ -698,10 +702,12 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                                                        rbank, faw_t, clk, ref_bank, hit_guard)
                     bounded = idx >= 0
                 else:
+                    # (bounds where the controller is a deep one, its short spells included)
+                    deep = bank_queued.shape[0] > 0
                     idx, cmd, e, others = _first_ready_scan(bufs, counts, heads, ch, k,
                                                             open_row, rch, rbank, faw_t, clk,
-                                                            ref_bank, hit_guard)
-                    bounded = idx >= 0
+                                                            ref_bank, hit_guard, deep)
+                    bounded = deep and idx >= 0
                 ready = idx >= 0
             if e < earliest:
                 earliest = e
