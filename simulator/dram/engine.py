@@ -190,13 +190,20 @@ def _remove(bufs, counts, heads, ch, kind, p):
 
 
 @njit(**JIT, forceinline=True)
+def _hits_known(bank_hits, chan, ch, kind, bank):
+    """Is the bank's open-row tally for this buffer kind kept and current (not left by an
+    ACT to be counted anew)?"""
+    return bank_hits.shape[0] > 0 and not chan[ch, C_STALE + kind] & (np.int64(1) << bank)
+
+
+@njit(**JIT, forceinline=True)
 def _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, step):
     """Count a request into (step 1) or out of (step -1) its bank's tallies, where kept (not
     the open-row tally while an ACT has left it to be counted anew)."""
     if bank_queued.shape[0] == 0:
         return
     bank_queued[ch, kind, bank] += step
-    if not chan[ch, C_STALE + kind] & (np.int64(1) << bank) and open_row[ch, bank] == row:
+    if _hits_known(bank_hits, chan, ch, kind, bank) and open_row[ch, bank] == row:
         bank_hits[ch, kind, bank] += step
 
 
@@ -557,7 +564,7 @@ def _arrival_wake(chan, counts, caps, bank_hits, open_row, rch, rbank, faw, ch, 
     if (kind == WBUF) != (chan[ch, C_WR_MODE] == 1):
         return INF
     if hit_guard and open_row[ch, bank] >= 0:
-        known = bank_hits.shape[0] > 0 and not chan[ch, C_STALE + kind] & (np.int64(1) << bank)
+        known = _hits_known(bank_hits, chan, ch, kind, bank)
         if open_row[ch, bank] == row:
             # the first for the open row: the bank's other rows are held back from now, so
             # another request may now be the oldest ready one
