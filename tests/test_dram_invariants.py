@@ -295,6 +295,23 @@ def test_split_mapping_fields_decode_every_address_to_its_own_place(fields):
         assert f["column"][64] == 8  # the column's upper part, past both bank groups
 
 
+def test_hash_into_a_count_not_a_power_of_two_adds_wherever_the_field_sits():
+    """A hash into 24 channels adds the row modulo 24, also when the channel is not the
+    mapping's first part (the decode once took the fold-or-add choice from the wrong part,
+    and with a split column first left such channels unhashed)."""
+    from simulator.dram.mapping import AddressMapping
+    from simulator.dram.organization import Organization
+
+    org = Organization(channels=24, bank_groups=2, banks_per_group=2, rows=64, row_bytes=512)
+    fields = ("column:3", "channel", "bankgroup", "column", "bank", "row")
+    addr = np.random.default_rng(2).integers(0, org.capacity_bytes // 32, 5000).astype(
+        np.uint64) * np.uint64(32)
+    plain = AddressMapping(fields=fields, hash=()).decode(addr, org)
+    hashed = AddressMapping(fields=fields, hash=(("channel", "row"),)).decode(addr, org)
+    assert (hashed["channel"] == (plain["channel"] + plain["row"]) % 24).all()
+    assert (hashed["channel"] != plain["channel"]).any()
+
+
 def test_banks_per_group_must_be_a_power_of_two():
     """The engine finds a bank's group by a shift: other counts are refused, not mis-grouped."""
     from simulator.dram.organization import Organization

@@ -181,7 +181,7 @@ def _decode(access, order, sizes, steps, shifts, counts, targets, sources, table
         below *= c
     for j in range(targets.shape[0]):
         t, s = targets[j], sources[j]
-        if shifts[t] >= 0:
+        if counts[t] & (counts[t] - 1) == 0:  # a power of two: XOR fold (its table)
             for i in range(n):
                 out[t, i] ^= tables[j, out[s, i]]
         else:
