@@ -133,9 +133,11 @@ def _fill(ints, floats, capacity, address, is_write, progress):
         start, step, total = floats[j, 0], floats[j, 1], floats[j, 2]
         lines_in_tensor = max(size // LINE_BYTES, 1)
         n_lines = max(-(-n // _BURSTS_PER_LINE), 1)
+        seq = (lo * ACCESS_BYTES) % size  # a sequential access's offset, stepped (no division)
         for k in range(lo, hi):
             if pattern == _SEQUENTIAL:
-                offset = (k * ACCESS_BYTES) % size
+                offset = seq
+                seq = seq + ACCESS_BYTES if seq + ACCESS_BYTES < size else 0
             else:
                 line, sector = k // _BURSTS_PER_LINE, k % _BURSTS_PER_LINE
                 if pattern == _STRIDED:  # lines spread evenly over the tensor
@@ -143,7 +145,8 @@ def _fill(ints, floats, capacity, address, is_write, progress):
                 else:                    # gather: at hashed places
                     where = ((line + seed) * _GATHER_HASH) % lines_in_tensor
                 offset = (where * LINE_BYTES + sector * ACCESS_BYTES) % size
-            address[q] = (base + offset) % capacity
+            byte = base + offset
+            address[q] = byte if byte < capacity else byte % capacity
             is_write[q] = write
             p = (start + k * step) / total
             progress[q] = p
