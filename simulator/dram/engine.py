@@ -170,22 +170,43 @@ def _slot(h, i, mask):
 
 @njit(**JIT, forceinline=True)
 def _remove(bufs, counts, heads, ch, kind, p):
-    """Take the request in slot p out of its ring, closing the gap from the shorter side."""
-    mask = bufs.shape[3] - 1
+    """Take the request in slot p out of its ring, closing the gap from the shorter side: the
+    requests on that side move one slot along, field by field and in runs of adjacent slots
+    (one run, or two where the ring wraps), which the compiler turns into block moves (a
+    slot-by-slot loop with the wrap in each index did not, and came to a tenth of the
+    engine's time on the GPU's deep buffers)."""
+    mask = np.uint64(bufs.shape[3] - 1)
     n = counts[ch, kind]
-    h = heads[ch, kind]
-    i = (p - h) & mask  # its place in age order
-    if i < n - 1 - i:   # fewer older requests: move them one slot younger
-        for j in range(i, 0, -1):
-            dst, src = _slot(h, j, mask), _slot(h, j - 1, mask)
-            for f in range(N_FIELDS):  # (unrolled: a request's fields move together)
-                bufs[ch, kind, f, dst] = bufs[ch, kind, f, src]
-        heads[ch, kind] = (h + 1) & mask
-    else:
-        for j in range(i, n - 1):
-            dst, src = _slot(h, j, mask), _slot(h, j + 1, mask)
-            for f in range(N_FIELDS):
-                bufs[ch, kind, f, dst] = bufs[ch, kind, f, src]
+    h = np.uint64(heads[ch, kind])
+    q = np.uint64(p)
+    one = np.uint64(1)
+    i = (q - h) & mask  # its place in age order
+    if i < np.uint64(n - 1) - i:  # fewer older requests (slots h to q - 1): one slot younger
+        for f in range(N_FIELDS):
+            row = bufs[ch, kind, f]
+            if h <= q:
+                for j in range(q, h, -1):
+                    row[j] = row[j - one]
+            else:
+                for j in range(q, np.uint64(0), -1):
+                    row[j] = row[j - one]
+                row[0] = row[mask]
+                for j in range(mask, h, -1):
+                    row[j] = row[j - one]
+        heads[ch, kind] = (h + one) & mask
+    else:  # the younger requests (slots q + 1 to last): one slot older
+        last = (h + np.uint64(n - 1)) & mask
+        for f in range(N_FIELDS):
+            row = bufs[ch, kind, f]
+            if q <= last:
+                for j in range(q, last):
+                    row[j] = row[j + one]
+            else:
+                for j in range(q, mask):
+                    row[j] = row[j + one]
+                row[mask] = row[0]
+                for j in range(np.uint64(0), last):
+                    row[j] = row[j + one]
     counts[ch, kind] = n - 1
 
 
