@@ -28,6 +28,7 @@ RAMULATOR_ROBARACOCH = ("channel", "column", "bankgroup", "bank", "row")
 # and reaches nCCDS), then columns of one row, then banks; channel and bank hashed with the row.
 DEFAULT_FIELDS = ("channel", "bankgroup", "column", "bank", "row")
 DEFAULT_HASH = (("channel", "row"), ("bankgroup", "row"), ("bank", "row"))
+_ACCESS_SHIFT = ACCESS_BYTES.bit_length() - 1  # log2 of the access size (32 B: BL16 x 16 bits)
 
 
 def _fold(values: np.ndarray, n: int) -> np.ndarray:
@@ -102,8 +103,8 @@ class AddressMapping:
         fault each)."""
         out = (np.empty((len(FIELDS), len(addresses)), np.int64) if out is None
                else out[:, :len(addresses)])
-        _decode(np.ascontiguousarray(addresses, np.uint64).view(np.int64) // ACCESS_BYTES,
-                *self._plan(org), out)
+        _decode(np.ascontiguousarray(addresses, np.uint64).view(np.int64), *self._plan(org),
+                out)
         return dict(zip(FIELDS, out, strict=True))
 
     def describe(self) -> str:
@@ -151,34 +152,51 @@ class AddressMapping:
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _decode(access, order, sizes, steps, shifts, counts, targets, sources, tables, out):
-    """out[f, i]: field f (FIELDS order) of access i; see AddressMapping. A part is the
-    access divided by the sizes of the parts below it, modulo its own (masks and shifts while
-    every size so far is a power of two), times its step within its field. One pass per part
-    and per hash, each a simple loop."""
+    """out[f, i]: field f (FIELDS order) of the access at byte address access[i]; see
+    AddressMapping. A part is the access index (the address over the access size) divided by
+    the sizes of the parts below it, modulo its own, times its step within its field. Taken
+    in turn: a power-of-two part is a shift and a mask of what the parts below leave; one
+    that is not (24 channels) divides it, once per access, leaving the quotient for the
+    parts above (dividing the address anew for each part above cost a division each, and
+    made a 24-channel decode 5 times a 16-channel one). One pass per part and per hash, each
+    a simple loop."""
     n = access.shape[0]
-    below = 1  # the product of the sizes of the parts below
-    shift = 0  # its log2, while every one is a power of two (else -1)
+    rest = access        # what the parts below leave, shifted right by `shift`
+    shift = _ACCESS_SHIFT
+    divided = False      # whether `rest` is scratch (after a part that is not a power of two)
     for j in range(order.shape[0]):
         f = order[j]
         c = sizes[j]
         step = steps[j]
-        if shift >= 0 and shifts[j] >= 0:
+        if shifts[j] >= 0:
             if step == 1:  # the field's lowest part, or its only one
                 for i in range(n):
-                    out[f, i] = (access[i] >> shift) & (c - 1)
+                    out[f, i] = (rest[i] >> shift) & (c - 1)
             else:
                 for i in range(n):
-                    out[f, i] += ((access[i] >> shift) & (c - 1)) * step
+                    out[f, i] += ((rest[i] >> shift) & (c - 1)) * step
             shift += shifts[j]
         else:
-            shift = -1
-            if step == 1:
+            if not divided:  # the quotients into scratch, first needed here
+                quotient = np.empty(n, np.int64)
                 for i in range(n):
-                    out[f, i] = (access[i] // below) % c
+                    quotient[i] = rest[i] >> shift
+                rest = quotient
+                divided = True
             else:
                 for i in range(n):
-                    out[f, i] += ((access[i] // below) % c) * step
-        below *= c
+                    rest[i] >>= shift
+            if step == 1:
+                for i in range(n):
+                    v = rest[i]
+                    rest[i] = v // c
+                    out[f, i] = v % c
+            else:
+                for i in range(n):
+                    v = rest[i]
+                    rest[i] = v // c
+                    out[f, i] += (v % c) * step
+            shift = 0
     for j in range(targets.shape[0]):
         t, s = targets[j], sources[j]
         if counts[t] & (counts[t] - 1) == 0:  # a power of two: XOR fold (its table)
