@@ -989,12 +989,13 @@ def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_fi
 
 @njit(**JIT, nogil=True)
 def group_by_channel(lo, hi, req_ch, req_addr, req_write, req_arrive, req_bg, req_bank, req_row,
-                     id_base, grouped, starts, fill):
+                     banks_per_group, id_base, grouped, starts, fill):
     """The requests of channels lo to hi - 1 grouped by channel, each group in trace order (a
     counting sort, its counts given): row j of `grouped` holds request fields (G_ID, G_ADDR,
-    ...), channel ch's in rows starts[ch] to starts[ch + 1]. `fill` is scratch, one per
-    channel. Grouped, each channel reads its requests in one sweep rather than every
-    sixteenth; threads each group their own channels."""
+    ...), channel ch's in rows starts[ch] to starts[ch + 1], the bank (within its group in
+    `req_bank`) as the channel's bank index. `fill` is scratch, one per channel. Grouped,
+    each channel reads its requests in one sweep rather than every sixteenth; threads each
+    group their own channels."""
     for ch in range(lo, hi):
         fill[ch] = starts[ch]
     for i in range(req_ch.shape[0]):
@@ -1007,6 +1008,6 @@ def group_by_channel(lo, hi, req_ch, req_addr, req_write, req_arrive, req_bg, re
         grouped[q, G_WRITE] = req_write[i]
         grouped[q, G_ARRIVE] = req_arrive[i]
         grouped[q, G_BG] = req_bg[i]
-        grouped[q, G_BANK] = req_bank[i]
+        grouped[q, G_BANK] = req_bank[i] + req_bg[i] * banks_per_group
         grouped[q, G_ROW] = req_row[i]
         fill[ch] = q + 1

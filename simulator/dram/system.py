@@ -295,18 +295,18 @@ class MemorySystem:
         self.check_addresses(addresses)
         if self._fields.shape[1] < n:  # kept from feed to feed, as the grouped requests
             self._fields = np.empty((len(FIELDS), n), np.int64)
-        f = self.decode(addresses, self._fields)
-        bank = f["bank"]  # the bank within its group, made the channel's bank index in place
-        bank += f["bankgroup"] * self.org.banks_per_group
+        f = self.decode(addresses, self._fields)  # (the bank: within its group)
         completion = np.full(n if want_completion else 0, -1, np.int64)
         requests = (addresses.view(np.int64), is_write, arrival)
         id_base = self._fed
         self._fed += n
         self._scal[:, E.S_ID_BASE] = id_base
         if self._per_channel:
-            self._run_channels(requests, f["channel"], f["bankgroup"], bank, f["row"],
+            self._run_channels(requests, f["channel"], f["bankgroup"], f["bank"], f["row"],
                                id_base, final, completion)
         else:
+            bank = f["bank"]  # made the channel's bank index in place
+            bank += f["bankgroup"] * self.org.banks_per_group
             self._scal[0, E.S_POS] = 0
             E.run(*self._state(), self._scal[0], self._chan, *self._tables(),
                   self._lat_hist[0], self._lat, self._log, *requests, f["channel"],
@@ -335,7 +335,8 @@ class MemorySystem:
                       completion: np.ndarray) -> None:
         """Per-channel front ends: the channels shared out among threads in contiguous blocks
         (threads then share no cache line of state), each thread grouping its channels'
-        requests and running them."""
+        requests and running them. `bank` is within its group: grouping makes it the
+        channel's bank index (on the threads, not in a pass of its own)."""
         n, n_ch = len(channel), self.org.channels
         if len(self._grouped) < n:  # kept from feed to feed: fresh pages cost a fault each
             self._grouped = np.empty((n, E.N_GROUPED), np.int64)
@@ -350,7 +351,8 @@ class MemorySystem:
                 lo, hi = k * n_ch // threads, (k + 1) * n_ch // threads
                 if until < 0:
                     E.group_by_channel(lo, hi, channel, *requests, bankgroup, bank, row,
-                                       id_base, grouped, starts, np.empty(n_ch, np.int64))
+                                       self.org.banks_per_group, id_base, grouped, starts,
+                                       np.empty(n_ch, np.int64))
                 E.run_channels(np.arange(lo, hi), *state, self._scal[k], self._chan, *tables,
                                self._lat_hist[k], self._lat, self._log, grouped, starts, final,
                                until, completion, settings)
