@@ -25,6 +25,26 @@ def test_engine_command_codes_match_the_rule_table():
     assert C.NAMES[E.REFPB] == "REFpb" and E.N_CMD == C.N_COMMANDS
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 7), st.integers(1, 8), st.data())
+def test_ring_removal_keeps_the_others_in_age_order(head, n, data):
+    """A buffer's ring closes a removed request's gap from the shorter side, in runs of
+    adjacent slots (two where the ring wraps): the others keep their fields and age order."""
+    ring = 8
+    bufs = np.full((1, 3, E.N_FIELDS, ring), -1, np.int64)
+    counts = np.zeros((1, 3), np.int64)
+    heads = np.zeros((1, 3), np.int64)
+    requests = [[10 * r + f for f in range(E.N_FIELDS)] for r in range(n)]  # oldest first
+    for r, fields in enumerate(requests):
+        bufs[0, E.WBUF, :, (head + r) % ring] = fields
+    counts[0, E.WBUF], heads[0, E.WBUF] = n, head
+    gone = data.draw(st.integers(0, n - 1))
+    E._remove(bufs, counts, heads, 0, E.WBUF, (head + gone) % ring)
+    h, left = heads[0, E.WBUF], requests[:gone] + requests[gone + 1:]
+    assert counts[0, E.WBUF] == n - 1
+    assert [bufs[0, E.WBUF, :, (h + i) % ring].tolist() for i in range(n - 1)] == left
+
+
 @st.composite
 def traces(draw):
     n = draw(st.integers(1, 400))
