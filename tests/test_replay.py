@@ -146,6 +146,19 @@ def test_ops_of_one_shape_share_windows_unless_each_takes_its_own(t4):
             assert b.span_ck == pytest.approx(n / 7.0) and b.simulated_requests > 0
 
 
+def test_an_in_place_op_does_not_take_the_shape_of_one_writing_elsewhere():
+    """Ops of one kind and sizes share `sampled` windows, but one that writes in place the
+    rows it reads meets the DRAM differently from one that writes another tensor."""
+    from simulator.replay import traffic_shape
+
+    a, b, c = (_tensor(i, 1 << 16) for i in range(3))
+    l2 = L2Cache(1 << 10)  # far smaller than the tensors: every byte reaches the DRAM
+    ops = [_op(1, [a], [b]), _op(2, [b], [a]), _op(3, [c], [c])]
+    shapes = [traffic_shape(op, l2.filter(op)) for op in ops]
+    assert shapes[0] == shapes[1]
+    assert shapes[2] != shapes[0]
+
+
 def test_replay_is_deterministic(cnn, t4, cnn_sampled):
     again = replay(cnn, t4, "sampled")
     assert [o.time_s for o in again.ops] == [o.time_s for o in cnn_sampled.ops]
