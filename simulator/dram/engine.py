@@ -94,6 +94,13 @@ WRITE_FILTER_PER_WRITE = 8  # write filter slots per write a channel can hold: f
 
 
 @njit(**JIT, forceinline=True)
+def _bank_index(bg, bank, bg_shift):
+    """The channel's index of a bank given within its group (each group's banks side by side,
+    as the decode gives them)."""
+    return (bg << bg_shift) | bank
+
+
+@njit(**JIT, forceinline=True)
 def _faw_ready(faw, ch, n_faw):
     """The earliest cycle for the next ACT or REFpb by nFAW: the oldest of the last four
     (faw[ch, :4] is their ring, faw[ch, 4] counts them) plus the window."""
@@ -880,9 +887,9 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
     """The in-order front end: requests handed over in trace order, the first that finds its
     buffer full holding back all behind it (as Ramulator's trace front end does). Advance the
     memory system until the chunk is fed (more input needed) or, when `final`, until every
-    request has completed. Returns 1 when it needs the next chunk, 0 when done. `settings`:
-    see _try_channel."""
-    caps = settings[0]
+    request has completed. Returns 1 when it needs the next chunk, 0 when done. `req_bank`
+    is within its group. `settings`: see _try_channel."""
+    caps, bg_shift = settings[0], settings[10]
     n_ch = counts.shape[0]
     clk = scal[S_CLK]
     while True:
@@ -904,8 +911,9 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
             ch = req_ch[pos]
             if not _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
                           rch, rbank, faw, open_row, lat_hist, completion, settings, ch,
-                          req_addr[pos], req_write[pos], req_bg[pos], req_bank[pos],
-                          req_row[pos], scal[S_ID_BASE] + pos, clk):
+                          req_addr[pos], req_write[pos], req_bg[pos],
+                          _bank_index(req_bg[pos], req_bank[pos], bg_shift), req_row[pos],
+                          scal[S_ID_BASE] + pos, clk):
                 break
             if chan[ch, C_NEXT_TRY] < next_try:
                 next_try = chan[ch, C_NEXT_TRY]
@@ -989,7 +997,7 @@ def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_fi
 
 @njit(**JIT, nogil=True)
 def group_by_channel(lo, hi, req_ch, req_addr, req_write, req_arrive, req_bg, req_bank, req_row,
-                     banks_per_group, id_base, grouped, starts, fill):
+                     bg_shift, id_base, grouped, starts, fill):
     """The requests of channels lo to hi - 1 grouped by channel, each group in trace order (a
     counting sort, its counts given): row j of `grouped` holds request fields (G_ID, G_ADDR,
     ...), channel ch's in rows starts[ch] to starts[ch + 1], the bank (within its group in
@@ -1008,6 +1016,6 @@ def group_by_channel(lo, hi, req_ch, req_addr, req_write, req_arrive, req_bg, re
         grouped[q, G_WRITE] = req_write[i]
         grouped[q, G_ARRIVE] = req_arrive[i]
         grouped[q, G_BG] = req_bg[i]
-        grouped[q, G_BANK] = req_bank[i] + req_bg[i] * banks_per_group
+        grouped[q, G_BANK] = _bank_index(req_bg[i], req_bank[i], bg_shift)
         grouped[q, G_ROW] = req_row[i]
         fill[ch] = q + 1

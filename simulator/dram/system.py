@@ -270,16 +270,15 @@ class MemorySystem:
 
     def check_addresses(self, addresses: np.ndarray, where=None) -> None:
         """Reject addresses past the capacity; `where(i)` names the offending request."""
-        if len(addresses) == 0 or addresses.max() < np.uint64(self.org.capacity_bytes):
+        cap = np.uint64(self.org.capacity_bytes)
+        if len(addresses) == 0 or addresses.max() < cap:
             return  # (one pass, no mask: the replay checks every chunk it feeds)
-        too_far = addresses >= np.uint64(self.org.capacity_bytes)
-        if too_far.any():
-            i = int(np.argmax(too_far))
-            raise InputError(
-                f"address {int(addresses[i]):#x} is beyond the capacity of "
-                f"{self.org.capacity_bytes:,} B ({self.org.capacity_bytes:#x})"
-                + (f" of {self.name}" if self.name else ""),
-                file=where(i) if where else None)
+        i = int(np.argmax(addresses >= cap))
+        raise InputError(
+            f"address {int(addresses[i]):#x} is beyond the capacity of "
+            f"{self.org.capacity_bytes:,} B ({self.org.capacity_bytes:#x})"
+            + (f" of {self.name}" if self.name else ""),
+            file=where(i) if where else None)
 
     def feed(self, addresses: np.ndarray, is_write: np.ndarray, arrival: np.ndarray | None = None,
              final: bool = True, want_completion: bool = True) -> np.ndarray:
@@ -295,7 +294,8 @@ class MemorySystem:
         self.check_addresses(addresses)
         if self._fields.shape[1] < n:  # kept from feed to feed, as the grouped requests
             self._fields = np.empty((len(FIELDS), n), np.int64)
-        f = self.decode(addresses, self._fields)  # (the bank: within its group)
+        f = self.decode(addresses, self._fields)  # (the bank within its group: the engine
+        # makes it the channel's bank index as it takes the request)
         completion = np.full(n if want_completion else 0, -1, np.int64)
         requests = (addresses.view(np.int64), is_write, arrival)
         id_base = self._fed
@@ -305,12 +305,10 @@ class MemorySystem:
             self._run_channels(requests, f["channel"], f["bankgroup"], f["bank"], f["row"],
                                id_base, final, completion)
         else:
-            bank = f["bank"]  # made the channel's bank index in place
-            bank += f["bankgroup"] * self.org.banks_per_group
             self._scal[0, E.S_POS] = 0
             E.run(*self._state(), self._scal[0], self._chan, *self._tables(),
                   self._lat_hist[0], self._lat, self._log, *requests, f["channel"],
-                  f["bankgroup"], bank, f["row"], n, final, completion, self._settings())
+                  f["bankgroup"], f["bank"], f["row"], n, final, completion, self._settings())
         self._finished = self._finished or final
         return completion
 
@@ -336,7 +334,7 @@ class MemorySystem:
         """Per-channel front ends: the channels shared out among threads in contiguous blocks
         (threads then share no cache line of state), each thread grouping its channels'
         requests and running them. `bank` is within its group: grouping makes it the
-        channel's bank index (on the threads, not in a pass of its own)."""
+        channel's bank index."""
         n, n_ch = len(channel), self.org.channels
         if len(self._grouped) < n:  # kept from feed to feed: fresh pages cost a fault each
             self._grouped = np.empty((n, E.N_GROUPED), np.int64)
@@ -351,7 +349,7 @@ class MemorySystem:
                 lo, hi = k * n_ch // threads, (k + 1) * n_ch // threads
                 if until < 0:
                     E.group_by_channel(lo, hi, channel, *requests, bankgroup, bank, row,
-                                       self.org.banks_per_group, id_base, grouped, starts,
+                                       self._bank_group_shift, id_base, grouped, starts,
                                        np.empty(n_ch, np.int64))
                 E.run_channels(np.arange(lo, hi), *state, self._scal[k], self._chan, *tables,
                                self._lat_hist[k], self._lat, self._log, grouped, starts, final,
