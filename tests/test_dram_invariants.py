@@ -162,8 +162,9 @@ def test_bank_tallies_pick_what_one_pass_picks(seed, region, write_share, page, 
        st.sampled_from([8, 32, 256]), st.sampled_from([0, 2, 8]))
 def test_write_filter_forwards_what_a_full_look_forwards(seed, region, depth, spacing):
     """A read looks for a queued write to forward from only where the hashed write filter
-    counts one; with a single slot it looks through every queued write each time. Both must
-    forward the same reads and schedule the same commands."""
+    could hold one to its address; with a single slot it looks through every queued write
+    whenever two or more are queued. Both must forward the same reads and schedule the same
+    commands."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(500, 3000))
     addr = rng.integers(0, region // 32, n).astype(np.uint64) * np.uint64(32)

@@ -29,8 +29,10 @@ its open-row requests or its others could issue, from tallies kept as requests c
 scans for the oldest request only when some could; most tries find nothing ready and so cost a
 pass over the banks rather than over the buffer.
 A read is forwarded from a queued write to its address. Each channel counts its queued writes
-per slot of a hashed filter, so a read looks through the writes only when its slot holds one:
-on deep write buffers that look had cost more than scheduling.
+per slot of a hashed filter, with the XOR of their fingerprints (other bits of the hash), so a
+read looks through the writes only when its slot holds two or more, or one whose fingerprint is
+the read's: on deep write buffers that look had cost more than scheduling, and with counts
+alone every look on the transformer step was a false alarm.
 """
 
 from __future__ import annotations
@@ -90,6 +92,9 @@ NO_RULE = -(np.int64(1) << np.int64(40))  # a latency that never binds
 LAT_BINS = 1 << 16
 SCAN_BELOW = 64  # FR-FCFS over fewer queued requests than this: one pass beats the bank tallies
 HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing of addresses into the write filter
+FINGERPRINT_SHIFT = np.uint64(49)  # a write's fingerprint: the hash's top 15 bits (the slot's are
+# bits 32 up), so the XOR of fingerprints stays a non-negative int16
+W_COUNT, W_XOR = 0, 1  # per filter slot: writes queued, XOR of their fingerprints
 WRITE_FILTER_PER_WRITE = 8  # write filter slots per write a channel can hold: few false alarms
 
 
@@ -290,10 +295,27 @@ def _write_slot(write_filter, addr):
 
 
 @njit(**JIT, forceinline=True)
+def _fingerprint(addr):
+    """Bits of the address's hash that the slot does not use."""
+    return np.int64((np.uint64(addr) * HASH_MUL) >> FINGERPRINT_SHIFT)
+
+
+@njit(**JIT, forceinline=True)
+def _count_write(write_filter, ch, addr, step):
+    """Count a write to this address into (step 1) or out of (step -1) the channel's filter."""
+    slot = write_filter[ch, _write_slot(write_filter, addr)]
+    slot[W_COUNT] += step
+    slot[W_XOR] ^= _fingerprint(addr)
+
+
+@njit(**JIT, forceinline=True)
 def _write_maybe_queued(write_filter, ch, addr):
     """Could a write to this address be queued on the channel? False is certain; True sends
-    the look through the queued writes (`_write_queued`)."""
-    return write_filter[ch, _write_slot(write_filter, addr)] > 0
+    the look through the queued writes (`_write_queued`). A slot holding one write holds its
+    fingerprint, so only a write to the same address or a fingerprint's match sends it."""
+    slot = write_filter[ch, _write_slot(write_filter, addr)]
+    n = slot[W_COUNT]
+    return n > 1 or (n == 1 and slot[W_XOR] == _fingerprint(addr))
 
 
 @njit(**JIT, forceinline=True)
@@ -788,8 +810,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             if is_w:
                 done = clk
                 scal[S_DONE_WRITES] += 1
-                slot = _write_slot(write_filter, bufs[ch, kind, F_ADDR, idx])
-                write_filter[ch, slot] -= 1
+                _count_write(write_filter, ch, bufs[ch, kind, F_ADDR, idx], -1)
             else:
                 done = clk + read_latency
                 lat = done - bufs[ch, kind, F_ARRIVE, idx]
@@ -867,7 +888,7 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
     bufs[ch, k, F_ARRIVE, p] = clk
     counts[ch, k] = n + 1
     if is_w:
-        write_filter[ch, _write_slot(write_filter, addr)] += 1
+        _count_write(write_filter, ch, addr, 1)
     _tally(bank_queued, bank_hits, chan, open_row, ch, k, bank, row, 1)
     scal[S_QUEUED] += 1
     if chan[ch, C_NEXT_TRY] > clk + 1:

@@ -209,11 +209,12 @@ class MemorySystem:
         deep = max(controller.read_buffer, controller.write_buffer) >= E.SCAN_BELOW
         self._bank_queued = np.zeros((n_ch if deep else 0, 2, n_banks), np.int64)
         self._bank_hits = np.zeros((n_ch if deep else 0, 2, n_banks), np.int64)
-        # per channel, queued writes (buffered or activated) per slot of their hashed address:
-        # a read looks for a write to forward from only where its slot counts one
+        # per channel, queued writes (buffered or activated) per slot of their hashed address,
+        # and the XOR of their fingerprints: a read looks for a write to forward from only
+        # where its slot could hold one to its address
         writes = controller.write_buffer + controller.active_buffer
         self._write_filter = np.zeros(
-            (n_ch, 1 << (E.WRITE_FILTER_PER_WRITE * writes - 1).bit_length()),
+            (n_ch, 1 << (E.WRITE_FILTER_PER_WRITE * writes - 1).bit_length(), 2),
             np.int16 if writes < 2**15 else np.int32)  # small: it is touched at random
         # counts and totals per engine thread (one row with an in-order front end)
         self._per_channel = controller.frontend == "per_channel"
