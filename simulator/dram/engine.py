@@ -61,6 +61,7 @@ K_BG = 63
 K_WRITE = 1 << 12     # a write
 K_STAT = 1 << 13      # its first command has been counted (hit, miss or conflict)
 K_ROW_SHIFT = 16      # bits 16-: row
+K_BANK_ROW = ~((np.int64(1) << K_ROW_SHIFT) - 1) | K_BANK  # the bank's and row's bits
 # fields of a request grouped by channel (per-channel front ends)
 G_ID, G_ADDR, G_WRITE, G_ARRIVE, G_BG, G_BANK, G_ROW = range(7)
 N_GROUPED = 7
@@ -278,13 +279,21 @@ def _recount_hits(bufs, counts, heads, bank_queued, bank_hits, chan, open_row, c
                 stale |= np.int64(1) << bank
     if stale == 0:
         return
+    # a pass per bank (seldom more than one) over the ring's one or two runs of slots, each a
+    # count of keys equal in bank and row, which the compiler does several keys at a time
+    keys = bufs[ch, kind, F_KEY]
     h = heads[ch, kind]
-    for i in range(counts[ch, kind]):
-        p = _slot(h, i, mask)
-        key = bufs[ch, kind, F_KEY, p]
-        bank = key & K_BANK
-        if stale & (np.int64(1) << bank) and key >> K_ROW_SHIFT == open_row[ch, bank]:
-            bank_hits[ch, kind, bank] += 1
+    n = counts[ch, kind]
+    first = min(n, mask + 1 - h)  # slots h to h + first - 1, then 0 to n - first - 1
+    for bank in range(bank_hits.shape[2]):
+        if stale & (np.int64(1) << bank):
+            want = (open_row[ch, bank] << K_ROW_SHIFT) | bank
+            found = 0
+            for p in range(h, h + first):
+                found += (keys[p] & K_BANK_ROW) == want
+            for p in range(n - first):
+                found += (keys[p] & K_BANK_ROW) == want
+            bank_hits[ch, kind, bank] = found
 
 
 @njit(**JIT, forceinline=True)
@@ -585,17 +594,18 @@ def _bank_next(rch, rbank, faw, open_row, ch, kind, bank, n_faw):
 
 
 @njit(**JIT, forceinline=True)
-def _mode_switches(write_mode, n_reads, n_writes, write_cap, wm_high, wm_low):
-    """Does the channel turn from reads to writes (write buffer over its high watermark, or
-    only writes queued), or back (under its low watermark, with reads queued)?"""
+def _mode_switches(write_mode, n_reads, n_writes, write_high, write_low):
+    """Does the channel turn from reads to writes (more writes queued than `write_high`, its
+    high watermark, or only writes queued), or back (fewer than `write_low`, with reads
+    queued)?"""
     if write_mode == 0:
-        return n_writes > wm_high * write_cap or (n_reads == 0 and n_writes > 0)
-    return n_writes < wm_low * write_cap and n_reads > 0
+        return n_writes > write_high or (n_reads == 0 and n_writes > 0)
+    return n_writes < write_low and n_reads > 0
 
 
 @njit(**JIT, forceinline=True)
 def _arrival_wake(chan, counts, caps, bank_hits, open_row, rch, rbank, faw, ch, kind, bank,
-                  row, clk, fcfs, wm_high, wm_low, n_faw, hit_guard):
+                  row, clk, fcfs, write_high, write_low, n_faw, hit_guard):
     """When a request just queued on channel ch can first change what the channel does.
 
     The next cycle where it could turn the channel's read/write mode, and under FCFS (kept
@@ -607,9 +617,8 @@ def _arrival_wake(chan, counts, caps, bank_hits, open_row, rch, rbank, faw, ch, 
     wakes the channel for the bank; and the first request for a bank's open row holds that
     bank's other requests back, which can make another request the oldest ready one (one
     whose turn a held-back precharge had taken), so it wakes the channel."""
-    if fcfs or _mode_switches(
-            chan[ch, C_WR_MODE], counts[ch, RBUF], counts[ch, WBUF], caps[WBUF], wm_high,
-            wm_low):
+    if fcfs or _mode_switches(chan[ch, C_WR_MODE], counts[ch, RBUF], counts[ch, WBUF],
+                              write_high, write_low):
         return clk + 1
     if (kind == WBUF) != (chan[ch, C_WR_MODE] == 1):
         return INF
@@ -667,7 +676,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
     """Channel ch's turn at CK cycle clk: refresh, then at most one command; sets its next try.
     `settings` is the controller's and timing's constants as one tuple (MemorySystem makes
     it)."""
-    (caps, wm_high, wm_low, fcfs, closed_page, per_bank_refresh, n_bl, read_latency, n_faw,
+    (caps, write_high, write_low, fcfs, closed_page, per_bank_refresh, n_bl, read_latency, n_faw,
      refresh_every, bg_shift, n_banks, every_cycle, hit_guard) = settings
     log_cap = log.shape[0]
     while clk >= chan[ch, C_NEXT_REF]:
@@ -745,7 +754,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
     if not found and not issued and not blocked:
         nr = counts[ch, RBUF]
         nw = counts[ch, WBUF]
-        if _mode_switches(chan[ch, C_WR_MODE], nr, nw, caps[WBUF], wm_high, wm_low):
+        if _mode_switches(chan[ch, C_WR_MODE], nr, nw, write_high, write_low):
             chan[ch, C_WR_MODE] = 1 - chan[ch, C_WR_MODE]
         k = WBUF if chan[ch, C_WR_MODE] == 1 else RBUF
         if counts[ch, k] > 0:
@@ -836,8 +845,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, -1)
             _remove(bufs, counts, heads, ch, kind, idx)
     if issued and bounded and not _mode_switches(
-            chan[ch, C_WR_MODE], counts[ch, RBUF], counts[ch, WBUF], caps[WBUF], wm_high,
-            wm_low):
+            chan[ch, C_WR_MODE], counts[ch, RBUF], counts[ch, WBUF], write_high, write_low):
         # nothing can issue before the earliest of: the other banks' commands not ready (as
         # bounds only grow), those ready (by the channel's bounds now), the bank just served
         # (anew), the active buffer and the refresh
@@ -870,7 +878,7 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
     """Hand one request to its channel at cycle clk: a read served from a queued write, or
     queued (the channel's next try moves up if the request can change what it does). False
     when its buffer is full."""
-    caps, wm_high, wm_low, fcfs, n_faw, hit_guard = (settings[0], settings[1], settings[2],
+    caps, write_high, write_low, fcfs, n_faw, hit_guard = (settings[0], settings[1], settings[2],
                                                      settings[3], settings[8], settings[13])
     if is_w == 0 and _write_maybe_queued(write_filter, ch, addr) \
             and _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk):
@@ -893,7 +901,7 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
     scal[S_QUEUED] += 1
     if chan[ch, C_NEXT_TRY] > clk + 1:
         wake = _arrival_wake(chan, counts, caps, bank_hits, open_row, rch, rbank, faw, ch, k,
-                             bank, row, clk, fcfs, wm_high, wm_low, n_faw, hit_guard)
+                             bank, row, clk, fcfs, write_high, write_low, n_faw, hit_guard)
         if wake < chan[ch, C_NEXT_TRY]:
             chan[ch, C_NEXT_TRY] = wake
     return True

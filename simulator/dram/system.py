@@ -323,7 +323,10 @@ class MemorySystem:
 
     def _settings(self) -> tuple:
         t, c = self.timing, self.controller
-        return (self._caps, c.write_high_watermark, c.write_low_watermark,
+        # the watermarks as counts of writes: more than floor(high x buffer) is over the high
+        # one, fewer than ceil(low x buffer) under the low one
+        return (self._caps, math.floor(c.write_high_watermark * c.write_buffer),
+                math.ceil(c.write_low_watermark * c.write_buffer),
                 c.scheduler == "fcfs", c.page_policy == "closed", c.refresh == "per_bank",
                 t.nBL, t.nCL + t.nBL, t.nFAW, self._refresh_every, self._bank_group_shift,
                 self.org.banks, self.try_every_cycle,  # nCL + nBL: a read's latency from RD
