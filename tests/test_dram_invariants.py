@@ -182,6 +182,25 @@ def test_write_filter_forwards_what_a_full_look_forwards(seed, region, depth, sp
     assert not hashed._write_filter.any()  # every write counted in was counted out
 
 
+
+def test_a_filter_slot_holding_one_write_answers_for_it():
+    """A slot keeps the XOR of its writes' fingerprints: holding one write it tells that
+    write's address from another's of the same slot without a look; holding two it sends
+    every read of the slot to look."""
+    f = np.zeros((1, 8, 2), np.int16)
+    mine = 64
+    other = next(a for a in range(96, 1 << 20, 32)
+                 if E._write_slot(f, a) == E._write_slot(f, mine)
+                 and E._fingerprint(a) != E._fingerprint(mine))
+    E._count_write(f, 0, mine, 1)
+    assert E._write_maybe_queued(f, 0, mine) and not E._write_maybe_queued(f, 0, other)
+    E._count_write(f, 0, other, 1)
+    assert E._write_maybe_queued(f, 0, mine) and E._write_maybe_queued(f, 0, other)
+    E._count_write(f, 0, mine, -1)
+    assert E._write_maybe_queued(f, 0, other) and not E._write_maybe_queued(f, 0, mine)
+    E._count_write(f, 0, other, -1)
+    assert not f.any()
+
 @settings(deadline=None)
 @given(st.integers(0, 7), st.lists(st.tuples(st.booleans(), st.integers(0, 99)), max_size=60))
 def test_request_rings_keep_age_order(head, steps):
