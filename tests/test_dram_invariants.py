@@ -182,7 +182,6 @@ def test_write_filter_forwards_what_a_full_look_forwards(seed, region, depth, sp
     assert not hashed._write_filter.any()  # every write counted in was counted out
 
 
-
 def test_a_filter_slot_holding_one_write_answers_for_it():
     """A slot keeps the XOR of its writes' fingerprints: holding one write it tells that
     write's address from another's of the same slot without a look; holding two it sends
@@ -200,6 +199,7 @@ def test_a_filter_slot_holding_one_write_answers_for_it():
     assert E._write_maybe_queued(f, 0, other) and not E._write_maybe_queued(f, 0, mine)
     E._count_write(f, 0, other, -1)
     assert not f.any()
+
 
 @settings(deadline=None)
 @given(st.integers(0, 7), st.lists(st.tuples(st.booleans(), st.integers(0, 99)), max_size=60))

@@ -265,34 +265,26 @@ def _rows_changed(bank_hits, chan, ch, cmd, bank):
 
 @njit(**JIT, forceinline=True)
 def _recount_hits(bufs, counts, heads, bank_queued, bank_hits, chan, open_row, ch, kind):
-    """Count the requests for each bank's open row where an ACT has made it unknown."""
+    """Count the requests for each bank's open row where an ACT has made it unknown: per such
+    bank (seldom more than one) a count of the keys equal in bank and row over the ring's one
+    or two runs of slots, which the compiler does several keys at a time."""
     unknown = chan[ch, C_STALE + kind]
     if unknown == 0:
         return
     chan[ch, C_STALE + kind] = 0
-    mask = bufs.shape[3] - 1
-    stale = 0
-    for bank in range(bank_hits.shape[2]):
-        if unknown & (np.int64(1) << bank):
-            bank_hits[ch, kind, bank] = 0
-            if bank_queued[ch, kind, bank] > 0:
-                stale |= np.int64(1) << bank
-    if stale == 0:
-        return
-    # a pass per bank (seldom more than one) over the ring's one or two runs of slots, each a
-    # count of keys equal in bank and row, which the compiler does several keys at a time
     keys = bufs[ch, kind, F_KEY]
     h = heads[ch, kind]
     n = counts[ch, kind]
-    first = min(n, mask + 1 - h)  # slots h to h + first - 1, then 0 to n - first - 1
+    first = min(n, bufs.shape[3] - h)  # slots h to h + first - 1, then 0 to n - first - 1
     for bank in range(bank_hits.shape[2]):
-        if stale & (np.int64(1) << bank):
-            want = (open_row[ch, bank] << K_ROW_SHIFT) | bank
+        if unknown & (np.int64(1) << bank):
             found = 0
-            for p in range(h, h + first):
-                found += (keys[p] & K_BANK_ROW) == want
-            for p in range(n - first):
-                found += (keys[p] & K_BANK_ROW) == want
+            if bank_queued[ch, kind, bank] > 0:
+                want = (open_row[ch, bank] << K_ROW_SHIFT) | bank
+                for p in range(h, h + first):
+                    found += (keys[p] & K_BANK_ROW) == want
+                for p in range(n - first):
+                    found += (keys[p] & K_BANK_ROW) == want
             bank_hits[ch, kind, bank] = found
 
 
