@@ -144,7 +144,7 @@ def test_bank_tallies_pick_what_one_pass_picks(seed, region, write_share, page, 
     addr = rng.integers(0, region // 32, n).astype(np.uint64) * np.uint64(32)
     write = (rng.random(n) < write_share).astype(np.int64)
     arrival = np.zeros(n, np.int64)
-    ctl = ControllerConfig(read_buffer=E.SCAN_BELOW * 2, write_buffer=E.SCAN_BELOW * 4,
+    ctl = ControllerConfig(read_buffer=E.DEEP_BUFFERS * 2, write_buffer=E.DEEP_BUFFERS * 4,
                            page_policy=page, refresh=refresh, mapping=HW.controller.mapping,
                            scheduler=scheduler)
     tallied, done = _run(addr, write, arrival, ctl)

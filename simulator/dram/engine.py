@@ -91,12 +91,17 @@ BANK_ASKED = (ACT, PRE, RD, WR, REFPB)
 INF = np.int64(1) << np.int64(62)
 NO_RULE = -(np.int64(1) << np.int64(40))  # a latency that never binds
 LAT_BINS = 1 << 16
-SCAN_BELOW = 64  # FR-FCFS over fewer queued requests than this: one pass beats the bank tallies
+DEEP_BUFFERS = 64  # controllers with a read or write buffer this deep keep per-bank tallies
+SCAN_BELOW = 16  # where kept, FR-FCFS over fewer queued requests than this scans them in one
+# pass (two with the hit guard): on the GPU path's deep buffers the tallies' pass over the
+# banks already costs less from 16 queued
 HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing of addresses into the write filter
 FINGERPRINT_SHIFT = np.uint64(49)  # a write's fingerprint: the hash's top 15 bits (the slot's are
 # bits 32 up), so the XOR of fingerprints stays a non-negative int16
 W_COUNT, W_XOR = 0, 1  # per filter slot: writes queued, XOR of their fingerprints
-WRITE_FILTER_PER_WRITE = 8  # write filter slots per write a channel can hold: few false alarms
+WRITE_FILTER_PER_WRITE = 4  # write filter slots per write a channel can hold: few false
+# alarms (a slot holding one write answers by its fingerprint), in a table small enough to
+# stay in cache beside the buffers
 
 
 @njit(**JIT, forceinline=True)

@@ -206,7 +206,7 @@ class MemorySystem:
         self._heads = np.zeros((n_ch, 3), np.int64)
         # per channel, read and write buffer, bank: requests queued, and those for its open row;
         # kept only where a buffer is deep enough for the scheduler to use them
-        deep = max(controller.read_buffer, controller.write_buffer) >= E.SCAN_BELOW
+        deep = max(controller.read_buffer, controller.write_buffer) >= E.DEEP_BUFFERS
         self._bank_queued = np.zeros((n_ch if deep else 0, 2, n_banks), np.int64)
         self._bank_hits = np.zeros((n_ch if deep else 0, 2, n_banks), np.int64)
         # per channel, queued writes (buffered or activated) per slot of their hashed address,
