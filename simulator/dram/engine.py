@@ -875,8 +875,8 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
     """Hand one request to its channel at cycle clk: a read served from a queued write, or
     queued (the channel's next try moves up if the request can change what it does). False
     when its buffer is full."""
-    caps, write_high, write_low, fcfs, n_faw, hit_guard = (settings[0], settings[1], settings[2],
-                                                     settings[3], settings[8], settings[13])
+    caps, write_high, write_low, fcfs = settings[0], settings[1], settings[2], settings[3]
+    n_faw, hit_guard = settings[8], settings[13]
     if is_w == 0 and _write_maybe_queued(write_filter, ch, addr) \
             and _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk):
         return True
