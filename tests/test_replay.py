@@ -90,7 +90,7 @@ def test_sampled_windows_do_not_fall_in_step_with_a_repeating_pattern(t4):
     within = 0
     for phase in np.arange(64) / 64:
         class Sampler(SampledMemory):
-            def _measure(self, reqs, centre, measured, phase=phase):
+            def _measure(self, reqs, centre, measured, warm=0, phase=phase):
                 rate = 6.0 if (centre * 8 - phase) % 1 < 0.5 else 7.0  # requests per CK
                 return rate, self._window_requests, 0.0, nothing
 
@@ -102,6 +102,35 @@ def test_sampled_windows_do_not_fall_in_step_with_a_repeating_pattern(t4):
         within += abs(got.span_ck - exact) <= got.error_ck + 1e-9 * exact
         assert got.error_ck < 0.1 * exact
     assert within >= 0.8 * 64
+
+
+def test_windows_warm_up_until_the_rate_of_the_same_requests_settles(t4):
+    """A stand-in engine where the measured requests run faster after a queue-full's warm-up
+    than after a longer one (a minority of requests that FR-FCFS passes over clogs the queues
+    slowly): the sampler lengthens the warm-up until four times as long changes nothing, and
+    every window then takes that warm-up, so the op's time is the settled rate's."""
+    from simulator.dram.system import MemorySystem
+    from simulator.replay.memory import WARM_STEPS, SampledMemory
+
+    ms = MemorySystem.from_hardware(t4)
+    nothing = ms.counters() - ms.counters()
+    warm_ups = []
+
+    class Sampler(SampledMemory):
+        def _measure(self, reqs, centre, measured, warm=0):
+            warm = warm or self._warm
+            warm_ups.append(warm)
+            rate = 8.0 if warm < WARM_STEPS * self._warm else 7.0
+            return rate, warm + measured + self._warm, 0.0, nothing
+
+    sampler = Sampler(ms)
+    n = 256 * sampler._window_requests
+    op = dataclasses.make_dataclass("Op", ["count", "identity"])(n, ("op",))
+    got = sampler.serve(op, 0, 0.0, "op")
+    assert got.span_ck == pytest.approx(n / 7.0)
+    settled = WARM_STEPS * sampler._warm
+    assert warm_ups[:3] == [sampler._warm, settled, WARM_STEPS * settled]
+    assert set(warm_ups[3:]) == {settled} and len(warm_ups) > 4
 
 
 def test_step_bound_adds_ops_that_share_a_result_and_combines_the_rest_in_quadrature():
@@ -130,7 +159,7 @@ def test_ops_of_one_shape_share_windows_unless_each_takes_its_own(t4):
     nothing = ms.counters() - ms.counters()
 
     class Sampler(SampledMemory):
-        def _measure(self, reqs, centre, measured):
+        def _measure(self, reqs, centre, measured, warm=0):
             return (6.0 if reqs.identity == ("a",) else 7.0), self._window_requests, 0.0, nothing
 
     op = dataclasses.make_dataclass("Op", ["count", "identity"])
