@@ -133,6 +133,34 @@ def test_windows_warm_up_until_the_rate_of_the_same_requests_settles(t4):
     assert set(warm_ups[3:]) == {settled} and len(warm_ups) > 4
 
 
+def test_an_op_hidden_under_the_sms_pace_ends_after_its_writes_drain(t4):
+    """A weight gradient whose DRAM keeps up with the SMs: its reads go first while its writes
+    wait below the write buffer's watermark, so at `cycle` the op ends about 1 % after its pace.
+    `sampled` shows the DRAM well hidden and measures that tail on the op's last requests fed at
+    its pace; without the tail it had ended with the pace (0.7 us short, with a bound of 0)."""
+    from simulator.dram.system import MemorySystem
+    from simulator.gpu import memory_path
+    from simulator.pipeline import Step
+    from simulator.replay import Replay
+    from simulator.replay.memory import CycleMemory, SampledMemory
+
+    step = Step("workloads/transformer.json")
+    rp = Replay(step.trace, t4, "sampled", placement=step.placement)
+    for op in step.trace.ops:
+        demand = rp.dram_demand(op)  # (in order: the L2 follows the step)
+        if op.name == "decoder.3.self_attn.in_proj.grad_weight":
+            break
+
+    def memory():
+        return MemorySystem.from_hardware(t4, controller=memory_path.controller(t4))
+
+    sampled = SampledMemory(memory()).serve(demand.requests, 0, demand.pace_ck, demand.key)
+    cycle = CycleMemory(memory()).serve(demand.requests, 0, demand.pace_ck, demand.key)
+    assert sampled.simulated_requests < demand.requests.count  # not simulated in full
+    assert cycle.span_ck > 1.005 * demand.pace_ck
+    assert sampled.span_ck == pytest.approx(cycle.span_ck, rel=0.002)
+
+
 def test_step_bound_adds_ops_that_share_a_result_and_combines_the_rest_in_quadrature():
     """Ops that share one result (the windows of their traffic shape, by default) have errors
     that move together, so their bounds add; ops measured on windows of their own are
