@@ -23,6 +23,9 @@ from simulator.replay.traffic import OpRequests, RequestScratch
 from simulator.workload.allocator import place
 from simulator.workload.trace import Access, Category, Op, Pattern, Phase, Tensor, Unit
 
+# an op as SampledMemory sees it, where a stand-in replaces the engine's windows
+_StubOp = dataclasses.make_dataclass("Op", ["count", "identity", ("scattered", bool, True)])
+
 
 @pytest.fixture(scope="module")
 def cnn():
@@ -96,7 +99,7 @@ def test_sampled_windows_do_not_fall_in_step_with_a_repeating_pattern(t4):
 
         sampler = Sampler(ms)
         n = 64 * sampler._window_requests
-        op = dataclasses.make_dataclass("Op", ["count", "identity"])(n, ("op",))
+        op = _StubOp(n, ("op",))
         got = sampler.serve(op, 0, 0.0, "op")
         exact = n * (0.5 / 6.0 + 0.5 / 7.0)
         within += abs(got.span_ck - exact) <= got.error_ck + 1e-9 * exact
@@ -108,7 +111,8 @@ def test_windows_warm_up_until_the_rate_of_the_same_requests_settles(t4):
     """A stand-in engine where the measured requests run faster after a queue-full's warm-up
     than after a longer one (a minority of requests that FR-FCFS passes over clogs the queues
     slowly): the sampler lengthens the warm-up until four times as long changes nothing, and
-    every window then takes that warm-up, so the op's time is the settled rate's."""
+    every window then takes that warm-up, so the op's time is the settled rate's. Only ops
+    with a scattered (gather or strided) access are checked."""
     from simulator.dram.system import MemorySystem
     from simulator.replay.memory import WARM_STEPS, SampledMemory
 
@@ -125,12 +129,16 @@ def test_windows_warm_up_until_the_rate_of_the_same_requests_settles(t4):
 
     sampler = Sampler(ms)
     n = 256 * sampler._window_requests
-    op = dataclasses.make_dataclass("Op", ["count", "identity"])(n, ("op",))
+    op = _StubOp(n, ("op",))
     got = sampler.serve(op, 0, 0.0, "op")
     assert got.span_ck == pytest.approx(n / 7.0)
     settled = WARM_STEPS * sampler._warm
     assert warm_ups[:3] == [sampler._warm, settled, WARM_STEPS * settled]
     assert set(warm_ups[3:]) == {settled} and len(warm_ups) > 4
+    # sequential streams alone take a queue-full's warm-up, unchecked
+    warm_ups.clear()
+    got = Sampler(ms).serve(_StubOp(n, ("op",), False), 0, 0.0, "op")
+    assert got.span_ck == pytest.approx(n / 8.0) and set(warm_ups) == {sampler._warm}
 
 
 def test_an_op_hidden_under_the_sms_pace_ends_after_its_writes_drain(t4):
@@ -190,7 +198,7 @@ def test_ops_of_one_shape_share_windows_unless_each_takes_its_own(t4):
         def _measure(self, reqs, centre, measured, warm=0):
             return (6.0 if reqs.identity == ("a",) else 7.0), self._window_requests, 0.0, nothing
 
-    op = dataclasses.make_dataclass("Op", ["count", "identity"])
+    op = _StubOp
     for share in (True, False):
         sampler = Sampler(ms, share_shapes=share)
         n = 64 * sampler._window_requests

@@ -237,7 +237,8 @@ class SampledMemory(CycleMemory):
     def _tail(self, reqs: OpRequests, pace_ck: float, key: object) -> tuple[float, int]:
         """(CK from the end of the SMs' pace to the op's last completion, requests simulated
         now) for an op whose DRAM keeps up with the SMs: its last requests, a window's
-        warm-up and cool-down's worth, fed at the op's pace to an idle memory system. Reads
+        warm-up's worth (enough to fill the queues), fed at the op's pace to an idle memory
+        system. Reads
         come first while writes wait below the write buffer's high watermark, so the writes
         queued at the end drain after the last arrival: on the T4 the transformer's weight
         gradients ended 0.5-0.7 us after their pace at `cycle`, 1 %, where a window handed
@@ -246,7 +247,7 @@ class SampledMemory(CycleMemory):
         if seen in self._tails:
             return self._tails[seen], 0
         n = reqs.count
-        w = min(2 * self._warm / n, 1.0)
+        w = min(self._warm / n, 1.0)
         memo_key = (self._config, reqs.identity, "tail", pace_ck)
         if memo_key not in self._memo:
             r = reqs.between(1.0 - w, 1.0, self._buffers[0].requests)
@@ -308,16 +309,22 @@ class SampledMemory(CycleMemory):
         return bool(state.probe) and n / state.probe <= HIDDEN_BELOW * pace_ck
 
     def _settle(self, state: _Strata, reqs: OpRequests) -> int:
-        """Find how long a warm-up the op's windows need (state.warm) unless known: the rate of
-        the same measured requests (the first window's) after the warm-up and after one
-        WARM_STEPS times as long, within SETTLED_WITHIN of each other; the warm-up grows by
-        that factor until they are, or until the longer window would not fit in the op (then
-        state.warm is past its size: simulate it in full). A queue-full fills the queues,
-        but a minority of requests that FR-FCFS keeps passing over (writes to scattered rows
-        among a stream's row hits) take many queue-fulls to clog them: measured from a
-        queue-full, the embedding gradients' windows ran 8 % faster than the whole op, their
-        bound 0.5 %. Returns the requests simulated now."""
+        """Find how long a warm-up the op's windows need (state.warm) unless known. A
+        queue-full fills the queues, but requests for scattered rows that FR-FCFS passes over
+        while a stream's requests hit open rows (the embedding gradients' scattered writes)
+        clog them over many queue-fulls: measured from a queue-full, those ops' windows ran
+        8 % faster than the whole op, their bound 0.5 %. So where an op has a scattered
+        (gather or strided) access, the first window's measured requests are measured again
+        after WARM_STEPS times the warm-up; while their rates differ by over SETTLED_WITHIN,
+        the warm-up grows by that factor, until the longer window would not fit in the op
+        (then state.warm is past its size: simulate it in full). Sequential streams visit
+        each row for many requests and take a queue-full (checking them too cost a third of
+        a sweep's time and moved no op beyond its bound). Returns the requests simulated
+        now."""
         if state.warm:
+            return 0
+        if not reqs.scattered:
+            state.warm = self._warm
             return 0
         n, measured = reqs.count, self._measured
         warm, simulated = self._warm, 0

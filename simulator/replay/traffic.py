@@ -78,6 +78,12 @@ class OpRequests:
                                 a.access.pattern, int(a.is_write), seed))
 
     @property
+    def scattered(self) -> bool:
+        """Does a gather or strided access take part: lines at scattered places, each its own
+        row visit, which FR-FCFS passes over while other requests hit open rows?"""
+        return any(part[6] is not Pattern.SEQUENTIAL for part in self._parts)
+
+    @property
     def identity(self) -> tuple:
         """What fixes every request the op makes (equal identities, equal requests)."""
         return self.capacity, tuple(self._parts)
