@@ -6,30 +6,30 @@ from an idle one, so a result depends only on the memory system and the requests
 arrive at the cycle the SMs reach their progress (pace), or as fast as the queues take them
 when the op is memory-bound.
 
-`sampled` measures what the DRAM sustains on windows of each large op's requests, each
-handed over at once: its steady rate over eight queue-fulls (streams meeting in the banks make
-the rate wander over a few queue-fulls), after a warm-up that fills the queues (the write
-queue to its high watermark) and before as long a cool-down, so that neither filling nor
-draining counts. The op's progress is cut into equal strata, one window in each at a random
-but fixed place (windows at fixed fractions of the op fell in step with the bank conflicts
-that come and go along large arrays, and missed them): two strata, or up to eight where they
-cost a sixteenth of the op's requests (two windows that happen to agree can hide what the
-others would see). While the error bound is over 2 % of the DRAM time, each stratum is
+`sampled` measures what the DRAM sustains on windows of each large op's requests, each handed
+over at once: its steady rate over eight queue-fulls (streams meeting in the banks make the
+rate wander over a few queue-fulls), after a warm-up that fills the queues (the write queue to
+its high watermark) and before as long a cool-down, so that neither filling nor draining counts
+(where the op has a scattered access, a warm-up long enough that four times as long changes the
+measured rate by under 1 %). The op's progress is cut into equal strata, one window in each at
+a random but fixed place (windows at fixed fractions of the op fell in step with the bank
+conflicts that come and go along large arrays, and missed them): two strata, or up to eight
+where they cost a sixteenth of the op's requests (two windows that happen to agree can hide
+what the others would see). While the error bound is over 2 % of the DRAM time, each stratum is
 halved, keeping its window, and the new halves get one each: up to 16 windows, or as many as
-cost half the op's requests. A shorter probe
-window comes first, where the op's requests at the peak rate would take under half the SMs'
-time: when it shows the DRAM well hidden under the SMs' time (under half), the op needs no
-more. Ops with fewer requests than two windows are simulated in full, unless
-they are at least twice a probe's size and their probe shows the DRAM well hidden. Each
-stratum takes its share of the requests at its window's rate; the op takes the longer of the
-SMs' pace and that sum, plus the first window's fill and drain overhead. The op's reported
-error bound is a 95 % confidence interval of the sum: its variance from collapsed strata
-(each pair of neighbouring strata's variance estimated from their difference), with Student's
-t for as many degrees of freedom as pairs. Ops whose traffic has the same shape (repeated
-layers) reuse the probe and, unless each takes windows of its own (`share_shapes` False: `run
---own-windows`), the windows already measured. The engine's clock runs only while it simulates
-(the gaps between windows are not replayed, nor the refreshes in them), so its counts cover
-simulated time.
+cost half the op's requests. A shorter probe window comes first, where the op's requests at the
+peak rate would take under half the SMs' time: when it shows the DRAM well hidden under the
+SMs' time (under half), the op needs no more than the tail its last requests leave after the
+pace, fed at that pace. Ops with fewer requests than two windows are simulated in full, unless
+they are at least twice a probe's size and their probe shows the DRAM well hidden. Each stratum
+takes its share of the requests at its window's rate; the op takes the longer of the SMs' pace
+and that sum, plus the first window's fill and drain overhead. The op's reported error bound is
+a 95 % confidence interval of the sum: its variance from collapsed strata (each pair of
+neighbouring strata's variance estimated from their difference), with Student's t for as many
+degrees of freedom as pairs. Ops whose traffic has the same shape (repeated layers) reuse the
+probe and, unless each takes windows of its own (`share_shapes` False: `run --own-windows`),
+the windows already measured. The engine's clock runs only while it simulates (the gaps between
+windows are not replayed, nor the refreshes in them), so its counts cover simulated time.
 """
 
 from __future__ import annotations
@@ -238,11 +238,11 @@ class SampledMemory(CycleMemory):
         """(CK from the end of the SMs' pace to the op's last completion, requests simulated
         now) for an op whose DRAM keeps up with the SMs: its last requests, a window's
         warm-up's worth (enough to fill the queues), fed at the op's pace to an idle memory
-        system. Reads
-        come first while writes wait below the write buffer's high watermark, so the writes
-        queued at the end drain after the last arrival: on the T4 the transformer's weight
-        gradients ended 0.5-0.7 us after their pace at `cycle`, 1 %, where a window handed
-        over at once had left 0.03 us. Once per shape (`shares`) and pace."""
+        system. Reads come first while writes wait below the write buffer's high watermark,
+        so the writes queued at the end drain after the last arrival: on the T4 the
+        transformer's weight gradients ended 0.5-0.7 us after their pace at `cycle`, 1 %,
+        where a window handed over at once had left 0.03 us. Once per shape (`shares`) and
+        pace."""
         seen = (self.shares(reqs, key), round(pace_ck))
         if seen in self._tails:
             return self._tails[seen], 0
