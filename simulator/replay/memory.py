@@ -149,7 +149,7 @@ class SampledMemory(CycleMemory):
         self._seen: dict[object, tuple[float, float, Counters]] = {}
         self._sampled: dict[object, _Strata] = {}   # `shares` -> windows so far
         self._shapes: dict[object, _Strata] = {}    # traffic key -> its probe
-        self._tails: dict[object, float] = {}       # (`shares`, pace) -> _tail
+        self._tails: dict[object, float] = {}       # (traffic key, pace) -> _tail
         self._peak_rate = ms.org.channels / ms.timing.nBL  # requests per CK, every bus busy
         c = ms.controller
         # warm-up (and cool-down): enough requests to fill the read queues and, at one write in
@@ -241,9 +241,9 @@ class SampledMemory(CycleMemory):
         system. Reads come first while writes wait below the write buffer's high watermark,
         so the writes queued at the end drain after the last arrival: on the T4 the
         transformer's weight gradients ended 0.5-0.7 us after their pace at `cycle`, 1 %,
-        where a window handed over at once had left 0.03 us. Once per shape (`shares`) and
-        pace."""
-        seen = (self.shares(reqs, key), round(pace_ck))
+        where a window handed over at once had left 0.03 us. Once per traffic shape and
+        pace, as the probe (`run --own-windows` included)."""
+        seen = (key, round(pace_ck))
         if seen in self._tails:
             return self._tails[seen], 0
         n = reqs.count
