@@ -76,14 +76,19 @@ def test_run_text_and_json_agree(capsys):
 def test_run_own_windows(capsys):
     """--own-windows: less of the transformer's DRAM-bound time rests on another op's result
     (only ops simulated in full, and those whose DRAM the probe finds hidden, still share by
-    shape), and the step comes out different."""
+    shape): an op that took its shape's windows measures its own, and the two steps agree
+    within their bounds."""
     _, out, _ = run_cli(capsys, "run", "transformer", "--own-windows", "--json")
     own = json.loads(out)
     _, out, _ = run_cli(capsys, "run", "transformer", "--json")
     shared = json.loads(out)
     mine, theirs = (d["replay"]["dram_bound_ops_on_shared_results"] for d in (own, shared))
     assert mine["dram_time_share"] < theirs["dram_time_share"]
-    assert own["step_time_s"] != shared["step_time_s"]
+    took = {o["name"] for o in shared["ops"]
+            if o["bound"].startswith("dram") and o["dram_simulated_requests"] == 0}
+    assert any(o["dram_simulated_requests"] > 0 for o in own["ops"] if o["name"] in took)
+    assert abs(own["step_time_s"] - shared["step_time_s"]) <= (
+        own["step_time_error_bound_s"] + shared["step_time_error_bound_s"])
 
 
 def test_run_accepts_hardware_path(capsys):
