@@ -250,12 +250,11 @@ class SampledMemory(CycleMemory):
         w = min(self._warm / n, 1.0)
         memo_key = (self._config, reqs.identity, "tail", pace_ck)
         if memo_key not in self._memo:
-            r = reqs.between(1.0 - w, 1.0, self._buffers[0].requests)
             self.ms.idle()
-            t0 = self.ms.now_ck
-            start = t0 - (1.0 - w) * pace_ck  # where the op would have started
-            arrival = np.floor(start + r.progress * pace_ck).astype(np.int64)
-            np.maximum(arrival, t0, out=arrival)
+            # arrivals as the op's own (CycleMemory's): from where it would have started, so
+            # those before now wait for it
+            start = self.ms.now_ck - math.floor((1.0 - w) * pace_ck)
+            r, arrival = self._buffers[0].prepare(reqs, 1.0 - w, 1.0, start, pace_ck)
             self.ms.feed(r.address, r.is_write, arrival, final=True, want_completion=False)
             self._remember(memo_key, max(self.ms.last_completion_ck - (start + pace_ck), 0.0))
             cost = len(r)
