@@ -82,6 +82,10 @@ C_CLK = 14  # the channel's own clock, with per-channel front ends
 # per buffer kind (read, write), the banks whose open-row tally an ACT has made unknown, as bits
 C_STALE = 15
 N_CHANNEL_COUNTERS = 17
+# where controllers keep per-bank tallies (deep buffers), a channel has at most this many banks:
+# FR-FCFS packs its two classes' ready banks into one int64 (see _first_ready)
+CLASS_SHIFT_BITS = 5
+CLASS_SHIFT = 1 << CLASS_SHIFT_BITS
 # commands (kept in step with commands.py by tests)
 ACT, PRE, PREA, RD, WR, RDA, WRA, REFAB, REFPB = range(9)
 N_CMD = 9
@@ -189,43 +193,53 @@ def _slot(h, i, mask):
 @njit(**JIT, forceinline=True)
 def _remove(bufs, counts, heads, ch, kind, p):
     """Take the request in slot p out of its ring, closing the gap from the shorter side: the
-    requests on that side move one slot along, field by field and in runs of adjacent slots
-    (one run, or two where the ring wraps), which the compiler turns into block moves (a
-    slot-by-slot loop with the wrap in each index did not, and came to a tenth of the
-    engine's time on the GPU's deep buffers)."""
+    requests on that side move one slot along, in runs of adjacent slots (one run, or two where
+    the ring wraps) with all fields at each step, so that a run is one loop whose end the
+    branch predictor misses once (a loop per field missed its end four times, which with a
+    few requests moved at a time cost more than the moves; a slot-by-slot loop with the wrap
+    in each index had come to a tenth of the engine's time on the GPU's deep buffers)."""
     mask = np.uint64(bufs.shape[3] - 1)
     n = counts[ch, kind]
     h = np.uint64(heads[ch, kind])
     q = np.uint64(p)
     one = np.uint64(1)
+    rows = bufs[ch, kind]
     i = (q - h) & mask  # its place in age order
     if i < np.uint64(n - 1) - i:  # fewer older requests (slots h to q - 1): one slot younger
-        for f in range(N_FIELDS):
-            row = bufs[ch, kind, f]
-            if h <= q:
-                for j in range(q, h, -1):
-                    row[j] = row[j - one]
-            else:
-                for j in range(q, np.uint64(0), -1):
-                    row[j] = row[j - one]
-                row[0] = row[mask]
-                for j in range(mask, h, -1):
-                    row[j] = row[j - one]
+        if h <= q:
+            _shift_up(rows, h, q)
+        else:
+            _shift_up(rows, np.uint64(0), q)
+            for f in range(N_FIELDS):
+                rows[f, 0] = rows[f, mask]
+            _shift_up(rows, h, mask)
         heads[ch, kind] = (h + one) & mask
     else:  # the younger requests (slots q + 1 to last): one slot older
         last = (h + np.uint64(n - 1)) & mask
-        for f in range(N_FIELDS):
-            row = bufs[ch, kind, f]
-            if q <= last:
-                for j in range(q, last):
-                    row[j] = row[j + one]
-            else:
-                for j in range(q, mask):
-                    row[j] = row[j + one]
-                row[mask] = row[0]
-                for j in range(np.uint64(0), last):
-                    row[j] = row[j + one]
+        if q <= last:
+            _shift_down(rows, q, last)
+        else:
+            _shift_down(rows, q, mask)
+            for f in range(N_FIELDS):
+                rows[f, mask] = rows[f, 0]
+            _shift_down(rows, np.uint64(0), last)
     counts[ch, kind] = n - 1
+
+
+@njit(**JIT, forceinline=True)
+def _shift_up(rows, lo, hi):
+    """Slots lo to hi - 1 move one slot up (into lo + 1 to hi), every field."""
+    for j in range(hi, lo, -1):
+        for f in range(N_FIELDS):
+            rows[f, j] = rows[f, j - np.uint64(1)]
+
+
+@njit(**JIT, forceinline=True)
+def _shift_down(rows, lo, hi):
+    """Slots lo + 1 to hi move one slot down (into lo to hi - 1), every field."""
+    for j in range(lo, hi):
+        for f in range(N_FIELDS):
+            rows[f, j] = rows[f, j + np.uint64(1)]
 
 
 @njit(**JIT, forceinline=True)
@@ -242,8 +256,10 @@ def _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, step):
     if bank_queued.shape[0] == 0:
         return
     bank_queued[ch, kind, bank] += step
-    if _hits_known(bank_hits, chan, ch, kind, bank) and open_row[ch, bank] == row:
-        bank_hits[ch, kind, bank] += step
+    # (by arithmetic, not a branch: whether a request wants its bank's open row follows no
+    # pattern a branch predictor could learn; both tallies are kept where either is)
+    counted = np.int64(open_row[ch, bank] == row) & ~(chan[ch, C_STALE + kind] >> bank)
+    bank_hits[ch, kind, bank] += step * (counted & 1)
 
 
 @njit(**JIT, forceinline=True)
@@ -492,20 +508,24 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
         return -1, -1, earliest, 0
     mask = bufs.shape[3] - 1
     h = heads[ch, kind]
-    ready = ready_hit | ready_miss
+    keys = bufs[ch, kind, F_KEY]
+    opened = open_row[ch]
+    # Both classes' ready banks in one word, the open-row class's 32 bits up, so that a request
+    # is looked up by a shift rather than a branch: those passed over (of banks not ready, or
+    # held back by the hit guard) come in no order a branch predictor could learn, and a
+    # choice between the two masks compiles to a branch. (GDDR6 has 16 banks a channel.)
+    both = ready_miss | (ready_hit << CLASS_SHIFT)
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
-        key = bufs[ch, kind, F_KEY, p]
+        key = keys[p]
         bank = key & K_BANK
-        bit = np.int64(1) << bank
-        if not ready & bit:
-            continue  # nothing of this bank's can issue now
-        # the other banks with a command ready now: 1 for a column command, 2 for a row one
-        others = (1 if ready_hit & ~bit else 0) | (2 if ready_miss & ~bit else 0)
-        if key >> K_ROW_SHIFT == open_row[ch, bank]:
-            if ready_hit & bit:
+        hit = np.int64(key >> K_ROW_SHIFT == opened[bank])
+        if (both >> (bank | (hit << CLASS_SHIFT_BITS))) & 1:
+            bit = np.int64(1) << bank
+            # the other banks with a command ready now: 1 for a column command, 2 for a row one
+            others = (1 if ready_hit & ~bit else 0) | (2 if ready_miss & ~bit else 0)
+            if hit:
                 return np.int64(p), col, earliest, others
-        elif ready_miss & bit:
             return np.int64(p), _row_command(open_row, ch, bank, ref_bank), earliest, others
     return -1, -1, earliest, 0  # not reached: a ready class has a request
 

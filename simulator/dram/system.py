@@ -207,6 +207,10 @@ class MemorySystem:
         # per channel, read and write buffer, bank: requests queued, and those for its open row;
         # kept only where a buffer is deep enough for the scheduler to use them
         deep = max(controller.read_buffer, controller.write_buffer) >= E.DEEP_BUFFERS
+        if deep and n_banks > E.CLASS_SHIFT:
+            raise ValueError(f"at most {E.CLASS_SHIFT} banks per channel with buffers of "
+                             f"{E.DEEP_BUFFERS} or more (FR-FCFS packs two bank masks into one "
+                             f"int64), got {n_banks}")
         self._bank_queued = np.zeros((n_ch if deep else 0, 2, n_banks), np.int64)
         self._bank_hits = np.zeros((n_ch if deep else 0, 2, n_banks), np.int64)
         # per channel, queued writes (buffered or activated) per slot of their hashed address,
