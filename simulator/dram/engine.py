@@ -86,6 +86,7 @@ N_CHANNEL_COUNTERS = 17
 # FR-FCFS packs its two classes' ready banks into one int64 (see _first_ready)
 CLASS_SHIFT_BITS = 5
 CLASS_SHIFT = 1 << CLASS_SHIFT_BITS
+GDDR6_BANKS = 16  # a GDDR6 channel's banks (4 groups of 4): the bank pass unrolled for them
 # commands (kept in step with commands.py by tests)
 ACT, PRE, PREA, RD, WR, RDA, WRA, REFAB, REFPB = range(9)
 N_CMD = 9
@@ -459,10 +460,20 @@ def _bank_pass(queued, hits, opened, col_at, pre_at, act_at, ch_col, ch_pre, ch_
     requests can, the earliest cycle of those that cannot). One branch-free pass, which the
     compiler does several banks at a time; a class with no request is never ready, nor (with
     the hit guard) the other requests of a bank with open-row requests queued."""
+    if queued.shape[0] == GDDR6_BANKS:  # a pass of known length, which the compiler unrolls
+        return _bank_pass_over(GDDR6_BANKS, queued, hits, opened, col_at, pre_at, act_at,
+                               ch_col, ch_pre, ch_act, clk, ref_bank, hit_guard)
+    return _bank_pass_over(queued.shape[0], queued, hits, opened, col_at, pre_at, act_at,
+                           ch_col, ch_pre, ch_act, clk, ref_bank, hit_guard)
+
+
+@njit(**JIT, forceinline=True)
+def _bank_pass_over(n_banks, queued, hits, opened, col_at, pre_at, act_at, ch_col, ch_pre,
+                    ch_act, clk, ref_bank, hit_guard):
     earliest = INF
     ready_hit = 0
     ready_miss = 0
-    for bank in range(queued.shape[0]):
+    for bank in range(n_banks):
         n_queued = queued[bank]
         n_hits = hits[bank]
         row = opened[bank]
