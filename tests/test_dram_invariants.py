@@ -136,9 +136,10 @@ def test_a_read_a_queued_write_serves_is_not_held_back_by_its_full_read_buffer()
        st.sampled_from(["all_bank", "per_bank"]), st.sampled_from(["frfcfs", "frfcfs_hit_guard"]))
 def test_bank_tallies_pick_what_one_pass_picks(seed, region, write_share, page, refresh,
                                                scheduler):
-    """On deep buffers FR-FCFS works from per-bank tallies; without them (zero-sized) it scans
-    every request. Both must schedule the same commands. Requests all arrive at once, so the
-    buffers run deep (as in the replay's windows)."""
+    """On deep buffers FR-FCFS works from per-bank tallies, and its scan skips the oldest
+    requests the last scans passed over while no class they hold is ready; without tallies
+    (zero-sized) it scans every request. Both must schedule the same commands. Requests all
+    arrive at once, so the buffers run deep (as in the replay's windows)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(600, 3000))
     addr = rng.integers(0, region // 32, n).astype(np.uint64) * np.uint64(32)

@@ -27,7 +27,9 @@ the shorter side, where a flat array would move every younger request up.
 On deep buffers (the GPU controller's hundreds of requests) FR-FCFS first asks per bank whether
 its open-row requests or its others could issue, from tallies kept as requests come and go, and
 scans for the oldest request only when some could; most tries find nothing ready and so cost a
-pass over the banks rather than over the buffer.
+pass over the banks rather than over the buffer. The scan starts past the oldest requests that
+the last scans passed over, while no bank's class they hold (its open row, or its others) is
+ready and no open row has changed.
 A read is forwarded from a queued write to its address. Each channel counts its queued writes
 per slot of a hashed filter, with the XOR of their fingerprints (other bits of the hash), so a
 read looks through the writes only when its slot holds two or more, or one whose fingerprint is
@@ -81,7 +83,11 @@ C_SAME_BG, C_LAST_BG = 12, 13
 C_CLK = 14  # the channel's own clock, with per-channel front ends
 # per buffer kind (read, write), the banks whose open-row tally an ACT has made unknown, as bits
 C_STALE = 15
-N_CHANNEL_COUNTERS = 17
+# per buffer kind (read, write), where the tallies are kept: how many of the oldest requests
+# FR-FCFS's scan may pass over unread (C_PASSED), and which banks' classes they hold (C_SEEN,
+# packed as _first_ready packs the ready banks); see _first_ready
+C_PASSED, C_SEEN = 17, 19
+N_CHANNEL_COUNTERS = 21
 # where controllers keep per-bank tallies (deep buffers), a channel has at most this many banks:
 # FR-FCFS packs its two classes' ready banks into one int64 (see _first_ready)
 CLASS_SHIFT_BITS = 5
@@ -264,12 +270,25 @@ def _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, step):
 
 
 @njit(**JIT, forceinline=True)
+def _unpass(bufs, heads, chan, ch, kind, p):
+    """The request in slot p is leaving its buffer: if it is among the oldest requests that
+    FR-FCFS's scan passes over (C_PASSED), they are one fewer (what they hold, C_SEEN, may
+    keep its class: a superset only sends the scan back to the front)."""
+    if (p - heads[ch, kind]) & (bufs.shape[3] - 1) < chan[ch, C_PASSED + kind]:
+        chan[ch, C_PASSED + kind] -= 1
+
+
+@njit(**JIT, forceinline=True)
 def _rows_changed(bank_hits, chan, ch, cmd, bank):
     """After a command, how many queued requests want the bank's open row: unknown after an
     ACT (the bank's bit set in the channel's C_STALE masks, so that the next count finds it
     without a pass over the banks), none after a precharge."""
     if bank_hits.shape[0] == 0:
         return
+    if cmd == ACT or cmd == PRE or cmd == RDA or cmd == WRA or cmd == PREA:
+        # a bank's requests may have changed class: the scan reads every request again
+        chan[ch, C_PASSED + RBUF] = 0
+        chan[ch, C_PASSED + WBUF] = 0
     if cmd == ACT:
         chan[ch, C_STALE + RBUF] |= np.int64(1) << bank
         chan[ch, C_STALE + WBUF] |= np.int64(1) << bank
@@ -526,18 +545,33 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
     # held back by the hit guard) come in no order a branch predictor could learn, and a
     # choice between the two masks compiles to a branch. (GDDR6 has 16 banks a channel.)
     both = ready_miss | (ready_hit << CLASS_SHIFT)
-    for i in range(counts[ch, kind]):
+    # The oldest requests, which the last scans passed over, are read again only when a class
+    # they hold is ready now (or a bank's open row has changed since, C_PASSED cleared): most
+    # tries find the same requests held back at the front (other rows of a bank whose open
+    # row still has requests queued, banks bound by the last command), which the scan had
+    # read each time.
+    passed = chan[ch, C_PASSED + kind]
+    seen = chan[ch, C_SEEN + kind]
+    if passed == 0 or both & seen:
+        passed = 0
+        seen = 0
+    for i in range(passed, counts[ch, kind]):
         p = _slot(h, i, mask)
         key = keys[p]
         bank = key & K_BANK
         hit = np.int64(key >> K_ROW_SHIFT == opened[bank])
-        if (both >> (bank | (hit << CLASS_SHIFT_BITS))) & 1:
-            bit = np.int64(1) << bank
-            # the other banks with a command ready now: 1 for a column command, 2 for a row one
-            others = (1 if ready_hit & ~bit else 0) | (2 if ready_miss & ~bit else 0)
-            if hit:
-                return np.int64(p), col, earliest, others
-            return np.int64(p), _row_command(open_row, ch, bank, ref_bank), earliest, others
+        c = bank | (hit << CLASS_SHIFT_BITS)
+        if not (both >> c) & 1:
+            seen |= np.int64(1) << c
+            continue
+        chan[ch, C_PASSED + kind] = i
+        chan[ch, C_SEEN + kind] = seen
+        bit = np.int64(1) << bank
+        # the other banks with a command ready now: 1 for a column command, 2 for a row one
+        others = (1 if ready_hit & ~bit else 0) | (2 if ready_miss & ~bit else 0)
+        if hit:
+            return np.int64(p), col, earliest, others
+        return np.int64(p), _row_command(open_row, ch, bank, ref_bank), earliest, others
     return -1, -1, earliest, 0  # not reached: a ready class has a request
 
 
@@ -858,6 +892,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             _complete(completion, scal, rid, done)
             if kind != ABUF:
                 _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, -1)
+                _unpass(bufs, heads, chan, ch, kind, idx)
             _remove(bufs, counts, heads, ch, kind, idx)
             scal[S_QUEUED] -= 1
             if kind == ABUF:
@@ -871,6 +906,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                 chan[ch, C_ABUF_T] = t
             _append(bufs, counts, heads, ch, ABUF, kind, idx)
             _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, -1)
+            _unpass(bufs, heads, chan, ch, kind, idx)
             _remove(bufs, counts, heads, ch, kind, idx)
     if issued and bounded and not _mode_switches(
             chan[ch, C_WR_MODE], counts[ch, RBUF], counts[ch, WBUF], write_high, write_low):

@@ -399,7 +399,8 @@ class MemorySystem:
         self._chan[:, E.C_NEXT_REF] = now + self._refresh_every
         for slot, value in ((E.C_PENDING_REF, 0), (E.C_REF_BANK, 0), (E.C_WR_MODE, 0),
                             (E.C_LAST_COL, -1), (E.C_LAST_BG, -1), (E.C_NEXT_TRY, now),
-                            (E.C_ABUF_T, 0), (E.C_STALE + E.RBUF, 0), (E.C_STALE + E.WBUF, 0)):
+                            (E.C_ABUF_T, 0), (E.C_STALE + E.RBUF, 0), (E.C_STALE + E.WBUF, 0),
+                            (E.C_PASSED + E.RBUF, 0), (E.C_PASSED + E.WBUF, 0)):
             self._chan[:, slot] = value
         for bounds in (self._rch, self._rbank):
             bounds.fill(0)
