@@ -160,7 +160,7 @@ class SampledMemory(CycleMemory):
         self._queue = ms.org.channels * (c.read_buffer + c.write_buffer)
         self._measured = max(WINDOW_REQUESTS, MEASURED_QUEUE_FULLS * self._queue)
         self._probed = PROBE_QUEUE_FULLS * self._queue  # measured by a probe
-        self._window_requests = 2 * self._warm + self._measured
+        self._window_requests = self._window_size()
 
     def _measure(self, reqs: OpRequests, centre: float, measured: int, warm: int = 0
                  ) -> tuple[float, int, float, Counters]:
@@ -218,7 +218,8 @@ class SampledMemory(CycleMemory):
             return self._full(reqs, pace_ck, key, probed)
         state = self._sampled.setdefault(self.shares(reqs, key), _Strata())
         probed += self._settle(state, reqs)
-        if n < FIRST_STRATA[0] * self._size(state):  # no steady state within two windows
+        # no steady state within two windows
+        if n < FIRST_STRATA[0] * self._window_size(state.warm):
             return self._full(reqs, pace_ck, key, probed)
         simulated = probed + self._refine(state, reqs, pace_ck)
         if not state.strata:  # the first window showed the DRAM well hidden
@@ -329,12 +330,12 @@ class SampledMemory(CycleMemory):
         warm, simulated = self._warm, 0
         # the requests of the op's first window, with the usual warm-up: that window, kept,
         # is counted where it is taken, unless a longer warm-up is needed
-        strata = _first_strata(n // self._size(state))
+        strata = _first_strata(n // self._window_size(state.warm))
         centre = _jitter(strata, 0) / strata
         rate, first, _, _ = self._measure(reqs, centre, measured, warm)
         while True:
             longer = WARM_STEPS * warm
-            if longer + measured + self._warm > n:
+            if self._window_size(longer) > n:
                 state.warm = n  # no window of the op reaches a steady state
                 return simulated + first
             longer_rate, window, _, _ = self._measure(reqs, centre, measured, longer)
@@ -344,9 +345,10 @@ class SampledMemory(CycleMemory):
                 return simulated + (first if warm > self._warm else 0)
             warm, rate = longer, longer_rate
 
-    def _size(self, state: _Strata) -> int:
-        """Requests in one of the op's windows: warm-up, measured, cool-down."""
-        return (state.warm or self._warm) + self._measured + self._warm
+    def _window_size(self, warm: int = 0) -> int:
+        """Requests in a window: its warm-up (a queue-full's unless given), the measured ones
+        and a queue-full's cool-down."""
+        return (warm or self._warm) + self._measured + self._warm
 
     def _refine(self, state: _Strata, reqs: OpRequests, pace_ck: float) -> int:
         """Measure windows until the DRAM time is either well hidden under the SMs' pace (one
@@ -357,7 +359,7 @@ class SampledMemory(CycleMemory):
         simulated now."""
         n = reqs.count
         simulated = 0
-        windows = n // self._size(state)   # the op's requests, in windows
+        windows = n // self._window_size(state.warm)   # the op's requests, in windows
         strata = _first_strata(windows)
         most = max(strata, min(MAX_WINDOWS, windows // 2))
         while True:
