@@ -64,9 +64,10 @@ K_WRITE = 1 << 12     # a write
 K_STAT = 1 << 13      # its first command has been counted (hit, miss or conflict)
 K_ROW_SHIFT = 16      # bits 16-: row
 K_BANK_ROW = ~((np.int64(1) << K_ROW_SHIFT) - 1) | K_BANK  # the bank's and row's bits
-# fields of a request grouped by channel (per-channel front ends)
-G_ID, G_ADDR, G_WRITE, G_ARRIVE, G_BG, G_BANK, G_ROW = range(7)
-N_GROUPED = 7
+# fields of a request grouped by channel (per-channel front ends): its key packed as in the
+# buffers, so that grouping writes four words a request and taking it in packs nothing
+G_ID, G_ADDR, G_KEY, G_ARRIVE = range(4)
+N_GROUPED = 4
 # scalar state slots (int64)
 S_CLK, S_POS, S_QUEUED, S_DONE_READS, S_DONE_WRITES, S_LAST_DONE, S_LOG_N, S_FORWARDED = range(8)
 S_ID_BASE = 8  # the id of the feed's first request: ids run on across feeds, so a request
@@ -120,6 +121,12 @@ def _bank_index(bg, bank, bg_shift):
     """The channel's index of a bank given within its group (each group's banks side by side,
     as the decode gives them)."""
     return (bg << bg_shift) | bank
+
+
+@njit(**JIT, forceinline=True)
+def _key(row, is_w, bg, bank):
+    """A request's key (K_*): its row, direction, bank group and the channel's bank index."""
+    return (row << K_ROW_SHIFT) | (K_WRITE if is_w else 0) | (bg << K_BG_SHIFT) | bank
 
 
 @njit(**JIT, forceinline=True)
@@ -937,13 +944,13 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
 
 @njit(**JIT, forceinline=True)
 def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch,
-           rbank, faw, open_row, lat_hist, completion, settings, ch, addr, is_w, bg, bank, row,
-           rid, clk):
-    """Hand one request to its channel at cycle clk: a read served from a queued write, or
-    queued (the channel's next try moves up if the request can change what it does). False
-    when its buffer is full."""
+           rbank, faw, open_row, lat_hist, completion, settings, ch, addr, key, rid, clk):
+    """Hand one request (its key, `_key`) to its channel at cycle clk: a read served from a
+    queued write, or queued (the channel's next try moves up if the request can change what
+    it does). False when its buffer is full."""
     caps, write_high, write_low, fcfs = settings[0], settings[1], settings[2], settings[3]
     n_faw, hit_guard = settings[8], settings[13]
+    is_w = key & K_WRITE
     if is_w == 0 and _write_maybe_queued(write_filter, ch, addr) \
             and _forward(bufs, counts, heads, lat_hist, scal, completion, ch, addr, rid, clk):
         return True
@@ -955,12 +962,13 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
     p = (heads[ch, k] + n) & mask
     bufs[ch, k, F_ID, p] = rid
     bufs[ch, k, F_ADDR, p] = addr
-    bufs[ch, k, F_KEY, p] = (row << K_ROW_SHIFT) | (K_WRITE if is_w else 0) | (
-        bg << K_BG_SHIFT) | bank
+    bufs[ch, k, F_KEY, p] = key
     bufs[ch, k, F_ARRIVE, p] = clk
     counts[ch, k] = n + 1
     if is_w:
         _count_write(write_filter, ch, addr, 1)
+    bank = key & K_BANK
+    row = key >> K_ROW_SHIFT
     _tally(bank_queued, bank_hits, chan, open_row, ch, k, bank, row, 1)
     scal[S_QUEUED] += 1
     if chan[ch, C_NEXT_TRY] > clk + 1:
@@ -1004,8 +1012,9 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
             ch = req_ch[pos]
             if not _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
                           rch, rbank, faw, open_row, lat_hist, completion, settings, ch,
-                          req_addr[pos], req_write[pos], req_bg[pos],
-                          _bank_index(req_bg[pos], req_bank[pos], bg_shift), req_row[pos],
+                          req_addr[pos],
+                          _key(req_row[pos], req_write[pos], req_bg[pos],
+                               _bank_index(req_bg[pos], req_bank[pos], bg_shift)),
                           scal[S_ID_BASE] + pos, clk):
                 break
             if chan[ch, C_NEXT_TRY] < next_try:
@@ -1071,10 +1080,9 @@ def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_fi
             while not blocked and pos < end and reqs[pos, G_ARRIVE] <= clk:
                 if not _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal,
                               chan, rch, rbank, faw, open_row, lat_hist, completion,
-                              settings, ch, reqs[pos, G_ADDR], reqs[pos, G_WRITE],
-                              reqs[pos, G_BG], reqs[pos, G_BANK], reqs[pos, G_ROW],
+                              settings, ch, reqs[pos, G_ADDR], reqs[pos, G_KEY],
                               reqs[pos, G_ID], clk):
-                    blocked = (WBUF if reqs[pos, G_WRITE] else RBUF) + 1
+                    blocked = (WBUF if reqs[pos, G_KEY] & K_WRITE else RBUF) + 1
                     break
                 pos += 1
             if pos >= end and (not final or (
@@ -1093,10 +1101,10 @@ def group_by_channel(lo, hi, req_ch, req_addr, req_write, req_arrive, req_bg, re
                      bg_shift, id_base, grouped, starts, fill):
     """The requests of channels lo to hi - 1 grouped by channel, each group in trace order (a
     counting sort, its counts given): row j of `grouped` holds request fields (G_ID, G_ADDR,
-    ...), channel ch's in rows starts[ch] to starts[ch + 1], the bank (within its group in
-    `req_bank`) as the channel's bank index. `fill` is scratch, one per channel. Grouped,
-    each channel reads its requests in one sweep rather than every sixteenth; threads each
-    group their own channels."""
+    G_KEY, G_ARRIVE), channel ch's in rows starts[ch] to starts[ch + 1], the key with the bank
+    (within its group in `req_bank`) as the channel's bank index. `fill` is scratch, one per
+    channel. Grouped, each channel reads its requests in one sweep rather than every
+    sixteenth; threads each group their own channels."""
     for ch in range(lo, hi):
         fill[ch] = starts[ch]
     for i in range(req_ch.shape[0]):
@@ -1106,9 +1114,7 @@ def group_by_channel(lo, hi, req_ch, req_addr, req_write, req_arrive, req_bg, re
         q = fill[ch]
         grouped[q, G_ID] = id_base + i
         grouped[q, G_ADDR] = req_addr[i]
-        grouped[q, G_WRITE] = req_write[i]
+        grouped[q, G_KEY] = _key(req_row[i], req_write[i], req_bg[i],
+                                 _bank_index(req_bg[i], req_bank[i], bg_shift))
         grouped[q, G_ARRIVE] = req_arrive[i]
-        grouped[q, G_BG] = req_bg[i]
-        grouped[q, G_BANK] = _bank_index(req_bg[i], req_bank[i], bg_shift)
-        grouped[q, G_ROW] = req_row[i]
         fill[ch] = q + 1
