@@ -286,6 +286,17 @@ def _unpass(bufs, heads, chan, ch, kind, p):
 
 
 @njit(**JIT, forceinline=True)
+def _leave(bufs, counts, heads, bank_queued, bank_hits, chan, open_row, ch, kind, p, bank,
+           row):
+    """The request in slot p leaves its buffer: out of its bank's tallies and the scan's
+    passed-over requests (read and write buffers keep them), then out of the ring."""
+    if kind != ABUF:
+        _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, -1)
+        _unpass(bufs, heads, chan, ch, kind, p)
+    _remove(bufs, counts, heads, ch, kind, p)
+
+
+@njit(**JIT, forceinline=True)
 def _rows_changed(bank_hits, chan, ch, cmd, bank):
     """After a command, how many queued requests want the bank's open row: unknown after an
     ACT (the bank's bit set in the channel's C_STALE masks, so that the next count finds it
@@ -897,10 +908,8 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             if done > scal[S_LAST_DONE]:
                 scal[S_LAST_DONE] = done
             _complete(completion, scal, rid, done)
-            if kind != ABUF:
-                _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, -1)
-                _unpass(bufs, heads, chan, ch, kind, idx)
-            _remove(bufs, counts, heads, ch, kind, idx)
+            _leave(bufs, counts, heads, bank_queued, bank_hits, chan, open_row, ch, kind, idx,
+                   bank, row)
             scal[S_QUEUED] -= 1
             if kind == ABUF:
                 chan[ch, C_ABUF_T] = 0
@@ -912,9 +921,8 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             if t < chan[ch, C_ABUF_T]:
                 chan[ch, C_ABUF_T] = t
             _append(bufs, counts, heads, ch, ABUF, kind, idx)
-            _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, -1)
-            _unpass(bufs, heads, chan, ch, kind, idx)
-            _remove(bufs, counts, heads, ch, kind, idx)
+            _leave(bufs, counts, heads, bank_queued, bank_hits, chan, open_row, ch, kind, idx,
+                   bank, row)
     if issued and bounded and not _mode_switches(
             chan[ch, C_WR_MODE], counts[ch, RBUF], counts[ch, WBUF], write_high, write_low):
         # nothing can issue before the earliest of: the other banks' commands not ready (as
