@@ -991,14 +991,13 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
 def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch, rbank,
         faw, open_row, cmd_count, bank_cols,
         lat_hist, rule_lat, log,
-        req_addr, req_write, req_arrive, req_ch, req_bg, req_bank, req_row, n_req,
-        final, completion, settings):
+        req_addr, req_key, req_arrive, req_ch, n_req, final, completion, settings):
     """The in-order front end: requests handed over in trace order, the first that finds its
     buffer full holding back all behind it (as Ramulator's trace front end does). Advance the
     memory system until the chunk is fed (more input needed) or, when `final`, until every
-    request has completed. Returns 1 when it needs the next chunk, 0 when done. `req_bank`
-    is within its group. `settings`: see _try_channel."""
-    caps, bg_shift = settings[0], settings[10]
+    request has completed. Returns 1 when it needs the next chunk, 0 when done. `req_key`:
+    each request's key (`pack_keys`). `settings`: see _try_channel."""
+    caps = settings[0]
     n_ch = counts.shape[0]
     clk = scal[S_CLK]
     while True:
@@ -1020,10 +1019,7 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
             ch = req_ch[pos]
             if not _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
                           rch, rbank, faw, open_row, lat_hist, completion, settings, ch,
-                          req_addr[pos],
-                          _key(req_row[pos], req_write[pos], req_bg[pos],
-                               _bank_index(req_bg[pos], req_bank[pos], bg_shift)),
-                          scal[S_ID_BASE] + pos, clk):
+                          req_addr[pos], req_key[pos], scal[S_ID_BASE] + pos, clk):
                 break
             if chan[ch, C_NEXT_TRY] < next_try:
                 next_try = chan[ch, C_NEXT_TRY]
@@ -1041,7 +1037,7 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
         nxt = INF
         if pos < n_req:
             ch = req_ch[pos]
-            k = WBUF if req_write[pos] else RBUF
+            k = WBUF if req_key[pos] & K_WRITE else RBUF
             # the next arrival, unless its full buffer holds it back; a read yet to arrive that
             # a queued write may serve is not held back (the filter can only say maybe: then
             # its arrival is one pass more)
@@ -1102,6 +1098,15 @@ def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_fi
                 nxt = reqs[pos, G_ARRIVE]
             clk = nxt if nxt > clk else clk + 1
         chan[ch, C_CLK] = clk
+
+
+@njit(**JIT, nogil=True)
+def pack_keys(req_write, req_bg, req_bank, req_row, bg_shift, keys):
+    """Each request's key (`_key`), the bank (within its group in `req_bank`) as the channel's
+    bank index: what the in-order front end reads a request by."""
+    for i in range(keys.shape[0]):
+        keys[i] = _key(req_row[i], req_write[i], req_bg[i],
+                       _bank_index(req_bg[i], req_bank[i], bg_shift))
 
 
 @njit(**JIT, nogil=True)

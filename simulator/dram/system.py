@@ -229,6 +229,7 @@ class MemorySystem:
         self._fed = 0  # requests fed so far: the next feed's first id
         self._grouped = np.empty((0, E.N_GROUPED), np.int64)  # per-channel front ends' input
         self._fields = np.empty((len(FIELDS), 0), np.int64)  # decoded addresses
+        self._keys = np.empty(0, np.int64)  # the in-order front end's input
         self._chan = np.zeros((n_ch, E.N_CHANNEL_COUNTERS), np.int64)
         # CK cycles between refresh commands per channel: REFab every tREFI, or a REFpb to
         # each bank in turn, 16 per tREFI
@@ -311,9 +312,14 @@ class MemorySystem:
                                id_base, final, completion)
         else:
             self._scal[0, E.S_POS] = 0
+            if len(self._keys) < n:  # kept from feed to feed, as the decoded fields
+                self._keys = np.empty(n, np.int64)
+            keys = self._keys[:n]
+            E.pack_keys(is_write, f["bankgroup"], f["bank"], f["row"], self._bank_group_shift,
+                        keys)
             E.run(*self._state(), self._scal[0], self._chan, *self._tables(),
-                  self._lat_hist[0], self._lat, self._log, *requests, f["channel"],
-                  f["bankgroup"], f["bank"], f["row"], n, final, completion, self._settings())
+                  self._lat_hist[0], self._lat, self._log, requests[0], keys, arrival,
+                  f["channel"], n, final, completion, self._settings())
         self._finished = self._finished or final
         return completion
 
