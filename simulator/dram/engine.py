@@ -257,10 +257,16 @@ def _shift_down(rows, lo, hi):
 
 
 @njit(**JIT, forceinline=True)
+def _hits_current(chan, ch, kind, bank):
+    """1 while the bank's open-row tally for this buffer kind is current, 0 while an ACT has
+    left it to be counted anew (its bit in C_STALE); a number, for arithmetic."""
+    return ~(chan[ch, C_STALE + kind] >> bank) & 1
+
+
+@njit(**JIT, forceinline=True)
 def _hits_known(bank_hits, chan, ch, kind, bank):
-    """Is the bank's open-row tally for this buffer kind kept and current (not left by an
-    ACT to be counted anew)?"""
-    return bank_hits.shape[0] > 0 and not chan[ch, C_STALE + kind] & (np.int64(1) << bank)
+    """Is the bank's open-row tally for this buffer kind kept and current?"""
+    return bank_hits.shape[0] > 0 and _hits_current(chan, ch, kind, bank) == 1
 
 
 @njit(**JIT, forceinline=True)
@@ -272,8 +278,8 @@ def _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, step):
     bank_queued[ch, kind, bank] += step
     # (by arithmetic, not a branch: whether a request wants its bank's open row follows no
     # pattern a branch predictor could learn; both tallies are kept where either is)
-    counted = np.int64(open_row[ch, bank] == row) & ~(chan[ch, C_STALE + kind] >> bank)
-    bank_hits[ch, kind, bank] += step * (counted & 1)
+    counted = np.int64(open_row[ch, bank] == row) & _hits_current(chan, ch, kind, bank)
+    bank_hits[ch, kind, bank] += step * counted
 
 
 @njit(**JIT, forceinline=True)
