@@ -124,9 +124,11 @@ def _bank_index(bg, bank, bg_shift):
 
 
 @njit(**JIT, forceinline=True)
-def _key(row, is_w, bg, bank):
-    """A request's key (K_*): its row, direction, bank group and the channel's bank index."""
-    return (row << K_ROW_SHIFT) | (K_WRITE if is_w else 0) | (bg << K_BG_SHIFT) | bank
+def _key(row, is_w, bg, bank, bg_shift):
+    """A request's key (K_*): its row, direction, bank group and, from its bank within the
+    group, the channel's bank index."""
+    return ((row << K_ROW_SHIFT) | (K_WRITE if is_w else 0) | (bg << K_BG_SHIFT)
+            | _bank_index(bg, bank, bg_shift))
 
 
 @njit(**JIT, forceinline=True)
@@ -1111,8 +1113,7 @@ def pack_keys(req_write, req_bg, req_bank, req_row, bg_shift, keys):
     """Each request's key (`_key`), the bank (within its group in `req_bank`) as the channel's
     bank index: what the in-order front end reads a request by."""
     for i in range(keys.shape[0]):
-        keys[i] = _key(req_row[i], req_write[i], req_bg[i],
-                       _bank_index(req_bg[i], req_bank[i], bg_shift))
+        keys[i] = _key(req_row[i], req_write[i], req_bg[i], req_bank[i], bg_shift)
 
 
 @njit(**JIT, nogil=True)
@@ -1133,7 +1134,6 @@ def group_by_channel(lo, hi, req_ch, req_addr, req_write, req_arrive, req_bg, re
         q = fill[ch]
         grouped[q, G_ID] = id_base + i
         grouped[q, G_ADDR] = req_addr[i]
-        grouped[q, G_KEY] = _key(req_row[i], req_write[i], req_bg[i],
-                                 _bank_index(req_bg[i], req_bank[i], bg_shift))
+        grouped[q, G_KEY] = _key(req_row[i], req_write[i], req_bg[i], req_bank[i], bg_shift)
         grouped[q, G_ARRIVE] = req_arrive[i]
         fill[ch] = q + 1
