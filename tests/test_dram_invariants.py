@@ -58,6 +58,7 @@ def traces(draw):
         scheduler=draw(st.sampled_from(["frfcfs", "frfcfs_hit_guard", "fcfs"])),
         page_policy=draw(st.sampled_from(["open", "closed"])),
         refresh=draw(st.sampled_from(["all_bank", "per_bank"])),
+        refresh_postpone=draw(st.sampled_from([0, 1, 8])),  # 0, 1: banks held for refresh
         frontend=draw(st.sampled_from(["in_order", "per_channel"])),
         mapping=HW.controller.mapping if draw(st.booleans()) else ControllerConfig().mapping)
     return (np.array(addr, np.uint64) * 32, np.array(write, np.int64),
@@ -264,6 +265,47 @@ def test_refresh_count_follows_simulated_time(mode, interval, frontend):
     per_channel = s.refreshes / ms.org.channels
     assert abs(per_channel - expected_per_channel) <= 1, interval
     assert check_log(ms.command_log(), t) == []
+
+
+@pytest.mark.parametrize("postpone", [0, 8])
+def test_refresh_keeps_up_with_a_write_stream(postpone):
+    """Per-bank refresh waits for its bank to fall idle, which a write stream never lets it
+    do while the bank's row has writes queued (each write pushes the precharge nWR further
+    out): refreshes fell three in four behind, to be made up in a burst at the end. Once more
+    are owed than the controller postpones, the bank due takes no more writes until it is
+    refreshed, so the count follows simulated time throughout."""
+    hw = load_hardware("t4")
+    ctl = dataclasses.replace(memory_path.controller(hw), refresh_postpone=postpone)
+    n = 400_000
+    addr = np.arange(n, dtype=np.uint64) * 32
+    ms = MemorySystem.from_hardware(hw, controller=ctl)
+    for part in np.array_split(np.arange(n), 4):  # all handed over at once, looked at in parts
+        ms.feed(addr[part], np.ones(len(part), np.int64), np.zeros(len(part), np.int64),
+                final=False, want_completion=False)
+        assert ms._chan[:, E.C_PENDING_REF].max() <= postpone + 1
+    ms.feed(addr[:0], np.ones(0, np.int64), final=True)
+    s = ms.stats()
+    due = s.cycles / (ms.timing.nREFI // 16)
+    assert abs(s.refreshes / ms.org.channels - due) <= postpone + 1
+    assert s.bandwidth_GBps > 0.98 * s.peak_bandwidth_GBps
+
+
+def test_a_bank_held_for_its_refresh_is_skipped_to_as_tried_every_cycle():
+    """The deep GPU queues full of writes, every refresh holding its bank at once: trying
+    every CK cycle issues the same commands at the same cycles as skipping."""
+    hw = load_hardware("t4")
+    ctl = dataclasses.replace(memory_path.controller(hw), refresh_postpone=0)
+    n = 6000
+    addr = np.arange(n, dtype=np.uint64) * 32
+    logs = []
+    for every_cycle in (False, True):
+        ms = MemorySystem.from_hardware(hw, log_commands=4 * n, controller=ctl)
+        ms.try_every_cycle = every_cycle
+        ms.feed(addr, np.ones(n, np.int64), np.zeros(n, np.int64), final=True)
+        logs.append(ms.command_log())
+    assert (logs[0][:, 2] == E.REFPB).sum() > 0
+    assert np.array_equal(logs[0], logs[1])
+    assert check_log(logs[0], ms.timing) == []
 
 
 def test_sequential_is_not_slower_than_random():

@@ -72,9 +72,22 @@ def test_sampled_tracks_cycle(cnn_cycle, cnn_sampled):
     """The issue's bar is 2 % on step time for every shipped workload; the CNN is the one small
     enough to run at cycle fidelity in a test (benchmarks/replay_speed.py measures the rest)."""
     assert cnn_sampled.step_time_s == pytest.approx(cnn_cycle.step_time_s, rel=0.02)
+    ties = 0
     for a, b in zip(cnn_cycle.ops, cnn_sampled.ops, strict=True):
-        assert a.bound == b.bound or a.op.phase is Phase.OPTIMIZER
+        # an op whose launch gap and busy time lie within 5 % of each other is bound by
+        # whichever a few per cent of DRAM time tips: `sampled` serves small ops from an idle
+        # memory system (pool2's 614 kB of writes take 1.94 us in the step at `cycle`, 2.03 us
+        # from idle, against a 2.0 us launch gap)
+        tie = any(_near_tie(o) for o in (a, b))
+        ties += tie
+        assert a.bound == b.bound or a.op.phase is Phase.OPTIMIZER or tie
         assert a.compute_s == b.compute_s and a.dram_bytes == b.dram_bytes
+    assert ties <= len(cnn_cycle.ops) // 10
+
+
+def _near_tie(o, within=0.05):
+    busy = max(o.compute_s, o.memory_s, o.l2_s)
+    return abs(o.launch_s - busy) <= within * max(o.launch_s, busy)
 
 
 def test_sampled_step_lies_within_its_bound_of_cycle_on_the_seed_transformer(t4):

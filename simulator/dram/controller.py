@@ -21,6 +21,9 @@ class ControllerConfig:
     scheduler: str = "frfcfs"
     page_policy: str = "open"        # open: rows stay open; closed: auto-precharge (RDA/WRA)
     refresh: str = "all_bank"        # all_bank: REFab every nREFI; per_bank: REFpb every nREFI/16
+    # per_bank: the REFpb a channel may owe while their bank is busy; one more, and the bank
+    # due takes no reads or writes until refreshed (all-bank refresh blocks the channel at once)
+    refresh_postpone: int = 8
     # in_order: requests enter in trace order, the first to find its buffer full holding back
     # all behind it (a trace-driven simulator's front end); per_channel: each channel takes its
     # own requests in order, a full buffer holding back only that channel's (a GPU's memory

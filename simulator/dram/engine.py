@@ -3,7 +3,9 @@
 The story each CK cycle, per channel (the order of Ramulator 2's generic controller):
   1. refresh: at each refresh interval a refresh request joins the priority queue;
   2. schedule: the best request in the active buffer (rows opened for it) if its next command
-     is ready; else the refresh (all-bank refresh blocks the channel until it issues); else the
+     is ready; else the refresh (all-bank refresh blocks the channel until it issues; a
+     per-bank one goes when its bank is free, and once more are owed than the controller
+     postpones, its bank takes no reads or writes until then); else the
      read or write buffer (write mode by watermarks), FR-FCFS: ready commands first, then oldest;
      a precharge is held back while an activated request still waits for that bank (with the
      hit guard, also while any request for the bank's open row is queued);
@@ -500,21 +502,21 @@ def _earliest(rch, rbank, faw_t, ch, cmd, bank):
 
 @njit(**JIT, forceinline=True)
 def _bank_pass(queued, hits, opened, col_at, pre_at, act_at, ch_col, ch_pre, ch_act, clk,
-               ref_bank, hit_guard):
+               ref_bank, held, hit_guard):
     """Per bank of a buffer: (banks whose open-row requests can issue now, banks whose other
     requests can, the earliest cycle of those that cannot). One branch-free pass, which the
     compiler does several banks at a time; a class with no request is never ready, nor (with
     the hit guard) the other requests of a bank with open-row requests queued."""
     if queued.shape[0] == GDDR6_BANKS:  # a pass of known length, which the compiler unrolls
         return _bank_pass_over(GDDR6_BANKS, queued, hits, opened, col_at, pre_at, act_at,
-                               ch_col, ch_pre, ch_act, clk, ref_bank, hit_guard)
+                               ch_col, ch_pre, ch_act, clk, ref_bank, held, hit_guard)
     return _bank_pass_over(queued.shape[0], queued, hits, opened, col_at, pre_at, act_at,
-                           ch_col, ch_pre, ch_act, clk, ref_bank, hit_guard)
+                           ch_col, ch_pre, ch_act, clk, ref_bank, held, hit_guard)
 
 
 @njit(**JIT, forceinline=True)
 def _bank_pass_over(n_banks, queued, hits, opened, col_at, pre_at, act_at, ch_col, ch_pre,
-                    ch_act, clk, ref_bank, hit_guard):
+                    ch_act, clk, ref_bank, held, hit_guard):
     earliest = INF
     ready_hit = 0
     ready_miss = 0
@@ -526,11 +528,11 @@ def _bank_pass_over(n_banks, queued, hits, opened, col_at, pre_at, act_at, ch_co
         t_pre = max(ch_pre, pre_at[bank])
         t_act = max(ch_act, act_at[bank])
         t_miss = t_pre if row >= 0 else t_act
-        t_hit = INF if n_hits <= 0 else t_hit
+        t_hit = INF if (n_hits <= 0) | (bank == held) else t_hit
         # (bitwise, not `or`/`and`: branches would keep the compiler from taking the banks
         # several at a time)
         t_miss = INF if ((n_queued <= n_hits) | ((bank == ref_bank) & (row < 0))
-                         | (hit_guard & (n_hits > 0))) else t_miss
+                         | (hit_guard & (n_hits > 0)) | (bank == held)) else t_miss
         ready_hit |= np.int64(t_hit <= clk) << bank
         ready_miss |= np.int64(t_miss <= clk) << bank
         earliest = min(earliest, t_hit if t_hit > clk else INF)
@@ -540,7 +542,7 @@ def _bank_pass_over(n_banks, queued, hits, opened, col_at, pre_at, act_at, ch_co
 
 @njit(**JIT, forceinline=True)
 def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, open_row, rch,
-                 rbank, faw_t, clk, ref_bank, hit_guard):
+                 rbank, faw_t, clk, ref_bank, held, hit_guard):
     """FR-FCFS over a read or write buffer, whose order is age order: the first request whose
     next command is ready. Returns (slot or -1, command, earliest ready cycle seen of the
     commands not ready now, which of the other banks' commands are ready now: 1 column, 2 row).
@@ -559,7 +561,7 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
     ready_hit, ready_miss, earliest = _bank_pass(
         bank_queued[ch, kind], bank_hits[ch, kind], open_row[ch], rbank[ch, col],
         rbank[ch, PRE], rbank[ch, ACT], rch[ch, col], rch[ch, PRE], max(rch[ch, ACT], faw_t),
-        clk, ref_bank, hit_guard)
+        clk, ref_bank, held, hit_guard)
     if ready_hit == 0 and ready_miss == 0:
         return -1, -1, earliest, 0
     mask = bufs.shape[3] - 1
@@ -603,7 +605,7 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
 
 @njit(**JIT, forceinline=True)
 def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t, clk,
-                      ref_bank, hit_guard, bound):
+                      ref_bank, held, hit_guard, bound):
     """`_first_ready` by one pass over the buffer, cheaper where it is short. With `bound`
     the pass goes on past the request it takes, so that it returns the same bounds on the
     other banks' next commands (the earliest cycle of those not ready, which are ready now: 1
@@ -637,6 +639,8 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
         bank = keys[p] & K_BANK
+        if bank == held:
+            continue  # its refresh is overdue: nothing for it until the refresh
         row = keys[p] >> K_ROW_SHIFT
         if bank == last_bank and row == last_row:
             continue  # same row as the request before it: same command, same cycle
@@ -726,7 +730,7 @@ def _arrival_wake(chan, counts, caps, bank_hits, open_row, rch, rbank, faw, ch, 
 
 
 @njit(**JIT, forceinline=True)
-def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t, clk, ref_bank,
+def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t, clk, ref_bank, held,
             ready_only):
     """The oldest request of a buffer (FCFS), or the oldest ready one (FR-FCFS, any order).
     Returns (slot or -1, command, ready?, earliest ready cycle seen)."""
@@ -741,8 +745,8 @@ def _oldest(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t, clk, ref
         p = _slot(h, i, mask)
         key = bufs[ch, kind, F_KEY, p]
         bank = key & K_BANK
-        cmd = _next_command(open_row, ch, bank, key >> K_ROW_SHIFT, key & K_WRITE != 0,
-                            ref_bank)
+        cmd = -1 if bank == held else _next_command(open_row, ch, bank, key >> K_ROW_SHIFT,
+                                                    key & K_WRITE != 0, ref_bank)
         t = _earliest(rch, rbank, faw_t, ch, cmd, bank)
         if t < earliest:
             earliest = t
@@ -765,14 +769,17 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
     `settings` is the controller's and timing's constants as one tuple (MemorySystem makes
     it)."""
     (caps, write_high, write_low, fcfs, closed_page, per_bank_refresh, n_bl, read_latency, n_faw,
-     refresh_every, bg_shift, n_banks, every_cycle, hit_guard) = settings
+     refresh_every, bg_shift, n_banks, every_cycle, hit_guard, refresh_postpone) = settings
     log_cap = log.shape[0]
     while clk >= chan[ch, C_NEXT_REF]:
         chan[ch, C_PENDING_REF] += 1
         chan[ch, C_NEXT_REF] += refresh_every
     ref_bank = -1
+    held = -1  # the bank whose overdue refresh holds back its reads and writes
     if per_bank_refresh and chan[ch, C_PENDING_REF] > 0:
         ref_bank = chan[ch, C_REF_BANK]
+        if chan[ch, C_PENDING_REF] > refresh_postpone:
+            held = ref_bank
     faw_t = _faw_ready(faw, ch, n_faw)
     issued = False
     earliest = chan[ch, C_NEXT_REF]
@@ -791,7 +798,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                 earliest = chan[ch, C_ABUF_T]
         else:
             idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, ABUF, open_row, rch,
-                                         rbank, faw_t, clk, ref_bank, not fcfs)
+                                         rbank, faw_t, clk, ref_bank, -1, not fcfs)
             if e < earliest:
                 earliest = e
             if ready:
@@ -848,19 +855,20 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
         if counts[ch, k] > 0:
             if fcfs:
                 idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, k, open_row, rch,
-                                             rbank, faw_t, clk, ref_bank, False)
+                                             rbank, faw_t, clk, ref_bank, held, False)
             else:
                 if counts[ch, k] >= SCAN_BELOW and bank_queued.shape[0] > 0:
                     idx, cmd, e, others = _first_ready(bufs, counts, heads, bank_queued,
                                                        bank_hits, chan, ch, k, open_row, rch,
-                                                       rbank, faw_t, clk, ref_bank, hit_guard)
+                                                       rbank, faw_t, clk, ref_bank, held,
+                                                       hit_guard)
                     bounded = idx >= 0
                 else:
                     # (bounds where the controller is a deep one, its short spells included)
                     deep = bank_queued.shape[0] > 0
                     idx, cmd, e, others = _first_ready_scan(bufs, counts, heads, ch, k,
                                                             open_row, rch, rbank, faw_t, clk,
-                                                            ref_bank, hit_guard, deep)
+                                                            ref_bank, held, hit_guard, deep)
                     bounded = deep and idx >= 0
                 ready = idx >= 0
             if e < earliest:

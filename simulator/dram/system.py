@@ -340,7 +340,7 @@ class MemorySystem:
                 c.scheduler == "fcfs", c.page_policy == "closed", c.refresh == "per_bank",
                 t.nBL, t.nCL + t.nBL, t.nFAW, self._refresh_every, self._bank_group_shift,
                 self.org.banks, self.try_every_cycle,  # nCL + nBL: a read's latency from RD
-                c.scheduler == "frfcfs_hit_guard")
+                c.scheduler == "frfcfs_hit_guard", c.refresh_postpone)
 
     def _run_channels(self, requests: tuple, channel: np.ndarray, bankgroup: np.ndarray,
                       bank: np.ndarray, row: np.ndarray, id_base: int, final: bool,

@@ -4,7 +4,8 @@ A GPU keeps far more requests in flight than a CPU-style controller: the L2 slic
 and hold dirty lines until they are written back in long batches. Modelled as deep per-channel
 read and write queues (Little's law: 256 x 32 B per channel in flight covers about 500 ns of
 latency at full rate), writes drained in batches of about 230 (from 95 % to 50 % of a
-512-entry queue), with per-bank refresh as GDDR6 GPUs use. FR-FCFS keeps a bank's row open
+512-entry queue), with per-bank refresh as GDDR6 GPUs use (postponed while its bank is busy,
+up to the controller's `refresh_postpone`, then given the bank). FR-FCFS keeps a bank's row open
 while requests for it are queued (the hit guard: GPU schedulers serve a row's requests before
 closing it, as GPGPU-Sim's FR-FCFS does). Ramulator 2's FR-FCFS takes the oldest ready
 command, so it precharges a row for an older request whenever that precharge is ready before
