@@ -1,6 +1,7 @@
 """`sweep`: grids of hardware settings x workloads, persisted point by point."""
 
 import csv
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -9,6 +10,8 @@ import matplotlib.image as mpimg
 import pytest
 
 from simulator.cli import main
+from simulator.config.hardware import load_hardware
+from simulator.gpu import memory_path
 from simulator.sweep import execute
 from simulator.sweep.report import elasticities
 from simulator.sweep.spec import build, load_sweep
@@ -95,6 +98,18 @@ def test_sweep_file(tmp_path, write_json):
                      name="bad2.json")
     with pytest.raises(Exception, match="nope"):
         load_sweep(bad)
+
+
+def test_a_controller_setting_changes_the_controller_the_card_runs_on():
+    """The T4's file states no controller, so it runs on the GPU memory path; varying one of
+    its settings changes just that setting (it had switched the card to the generic
+    controller, 32-entry queues and all, with the one setting changed)."""
+    spec = build("c", "t4", ["cnn"], {"write_buffer": [128], "refresh_postpone": [0]},
+                 "sampled", "test")
+    ctl = memory_path.controller(spec.points()[0].hardware)
+    assert ctl == dataclasses.replace(memory_path.GPU_CONTROLLER, write_buffer=128,
+                                      refresh_postpone=0, mapping=ctl.mapping)
+    assert ctl.mapping == load_hardware("t4").controller.mapping
 
 
 def test_elasticity_of_a_bandwidth_bound_benchmark(tmp_path):

@@ -15,6 +15,7 @@ from typing import Any
 from simulator.config.hardware import Hardware, devices_for_bus, parse_hardware
 from simulator.config.loader import schema, validate
 from simulator.errors import InputError
+from simulator.gpu import memory_path
 
 # short name -> path in the hardware file
 ALIASES = {
@@ -33,7 +34,8 @@ ALIASES = {
 _PEAKS = ("fp64", "fp32", "fp16_vector", "tf32_tensor", "fp16_tensor", "bf16_tensor",
           "fp8_tensor", "int8_tensor")
 _CONTROLLER = ("read_buffer", "write_buffer", "active_buffer", "write_high_watermark",
-               "write_low_watermark", "scheduler", "page_policy", "refresh", "frontend")
+               "write_low_watermark", "scheduler", "page_policy", "refresh", "refresh_postpone",
+               "frontend")
 
 
 def _timing_names() -> tuple[str, ...]:
@@ -64,6 +66,10 @@ def apply(raw: dict, settings: dict[str, Any], where: str) -> Hardware:
     edited = copy.deepcopy(raw)
     for name, value in settings.items():
         path = resolve(name).split(".")
+        if path[:2] == ["memory", "controller"] and "controller" not in edited["memory"]:
+            # a card that states no controller runs on the GPU memory path: the setting
+            # changes that one (a block of its own would start from the generic controller)
+            edited["memory"]["controller"] = memory_path.file_block()
         node = edited
         for key in path[:-1]:
             if not isinstance(node.get(key, {}), dict):
