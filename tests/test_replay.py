@@ -90,14 +90,18 @@ def _near_tie(o, within=0.05):
     return abs(o.launch_s - busy) <= within * max(o.launch_s, busy)
 
 
-def test_sampled_step_lies_within_its_bound_of_cycle_on_the_seed_transformer(t4):
+@pytest.mark.parametrize("card", ["t4", "l4"])
+def test_sampled_step_lies_within_its_bound_of_cycle_on_the_seed_transformer(card):
     """The seed Transformer's step at both replay fidelities (about half a minute at `cycle`):
-    `sampled` within its reported 95 % bound of `cycle`. It had landed 0.23 % below against a
-    0.17 % bound while hidden ops ended without their writes' drain and the embedding
-    gradients' windows were measured before their scattered writes clogged the queues."""
+    `sampled` within its reported 95 % bound of `cycle`. On the T4 it had landed 0.23 % below
+    against a 0.17 % bound while hidden ops ended without their writes' drain and the
+    embedding gradients' windows were measured before their scattered writes clogged the
+    queues; on the L4 0.26 % below against 0.20 %, while write streams left per-bank
+    refreshes owed (hundreds per channel) to be paid at their op's end, where no window saw."""
     step = load_step("transformer")[1]
-    cycle = replay(step, t4, "cycle")
-    sampled = replay(step, t4, "sampled")
+    hw = load_hardware(card)
+    cycle = replay(step, hw, "cycle")
+    sampled = replay(step, hw, "sampled")
     assert 0 < sampled.replay.error_bound_s < 0.005 * cycle.step_time_s
     assert abs(sampled.step_time_s - cycle.step_time_s) <= sampled.replay.error_bound_s
 

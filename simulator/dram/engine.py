@@ -502,21 +502,21 @@ def _earliest(rch, rbank, faw_t, ch, cmd, bank):
 
 @njit(**JIT, forceinline=True)
 def _bank_pass(queued, hits, opened, col_at, pre_at, act_at, ch_col, ch_pre, ch_act, clk,
-               ref_bank, held, hit_guard):
+               ref_bank, hit_guard):
     """Per bank of a buffer: (banks whose open-row requests can issue now, banks whose other
     requests can, the earliest cycle of those that cannot). One branch-free pass, which the
     compiler does several banks at a time; a class with no request is never ready, nor (with
     the hit guard) the other requests of a bank with open-row requests queued."""
     if queued.shape[0] == GDDR6_BANKS:  # a pass of known length, which the compiler unrolls
         return _bank_pass_over(GDDR6_BANKS, queued, hits, opened, col_at, pre_at, act_at,
-                               ch_col, ch_pre, ch_act, clk, ref_bank, held, hit_guard)
+                               ch_col, ch_pre, ch_act, clk, ref_bank, hit_guard)
     return _bank_pass_over(queued.shape[0], queued, hits, opened, col_at, pre_at, act_at,
-                           ch_col, ch_pre, ch_act, clk, ref_bank, held, hit_guard)
+                           ch_col, ch_pre, ch_act, clk, ref_bank, hit_guard)
 
 
 @njit(**JIT, forceinline=True)
 def _bank_pass_over(n_banks, queued, hits, opened, col_at, pre_at, act_at, ch_col, ch_pre,
-                    ch_act, clk, ref_bank, held, hit_guard):
+                    ch_act, clk, ref_bank, hit_guard):
     earliest = INF
     ready_hit = 0
     ready_miss = 0
@@ -528,11 +528,11 @@ def _bank_pass_over(n_banks, queued, hits, opened, col_at, pre_at, act_at, ch_co
         t_pre = max(ch_pre, pre_at[bank])
         t_act = max(ch_act, act_at[bank])
         t_miss = t_pre if row >= 0 else t_act
-        t_hit = INF if (n_hits <= 0) | (bank == held) else t_hit
+        t_hit = INF if n_hits <= 0 else t_hit
         # (bitwise, not `or`/`and`: branches would keep the compiler from taking the banks
         # several at a time)
         t_miss = INF if ((n_queued <= n_hits) | ((bank == ref_bank) & (row < 0))
-                         | (hit_guard & (n_hits > 0)) | (bank == held)) else t_miss
+                         | (hit_guard & (n_hits > 0))) else t_miss
         ready_hit |= np.int64(t_hit <= clk) << bank
         ready_miss |= np.int64(t_miss <= clk) << bank
         earliest = min(earliest, t_hit if t_hit > clk else INF)
@@ -561,7 +561,10 @@ def _first_ready(bufs, counts, heads, bank_queued, bank_hits, chan, ch, kind, op
     ready_hit, ready_miss, earliest = _bank_pass(
         bank_queued[ch, kind], bank_hits[ch, kind], open_row[ch], rbank[ch, col],
         rbank[ch, PRE], rbank[ch, ACT], rch[ch, col], rch[ch, PRE], max(rch[ch, ACT], faw_t),
-        clk, ref_bank, held, hit_guard)
+        clk, ref_bank, hit_guard)
+    if held >= 0:  # (its times stay in earliest: a bound on the next try may come early)
+        ready_hit &= ~(np.int64(1) << held)
+        ready_miss &= ~(np.int64(1) << held)
     if ready_hit == 0 and ready_miss == 0:
         return -1, -1, earliest, 0
     mask = bufs.shape[3] - 1
@@ -625,8 +628,9 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t
     # another request to such a bank in the same case needs the same command at the same bank,
     # ready or waiting as long (with the hit guard, a bank's other rows also wait while
     # requests for its open row are queued: those banks start out in miss_seen)
-    miss_seen = 0
-    hit_seen = 0
+    # (a bank whose overdue refresh holds it starts out in both: nothing for it until then)
+    miss_seen = 0 if held < 0 else np.int64(1) << held
+    hit_seen = miss_seen
     if hit_guard:
         for i in range(counts[ch, kind]):
             p = _slot(h, i, mask)
@@ -639,8 +643,6 @@ def _first_ready_scan(bufs, counts, heads, ch, kind, open_row, rch, rbank, faw_t
     for i in range(counts[ch, kind]):
         p = _slot(h, i, mask)
         bank = keys[p] & K_BANK
-        if bank == held:
-            continue  # its refresh is overdue: nothing for it until the refresh
         row = keys[p] >> K_ROW_SHIFT
         if bank == last_bank and row == last_row:
             continue  # same row as the request before it: same command, same cycle
