@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -15,8 +16,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the checkout's simulator, not an older installed copy
 sys.path.insert(0, str(ROOT / "tests"))
 
-from reference_figures import STREAM_MEASURED  # noqa: E402
+from reference_figures import (  # noqa: E402
+    STREAM_INIT_MEASURED,
+    STREAM_INIT_PROXY,
+    STREAM_MEASURED,
+)
 
+from simulator.config.workload import load_workload  # noqa: E402
 from simulator.pipeline import analyze  # noqa: E402
 from simulator.units import GB  # noqa: E402
 
@@ -49,6 +55,24 @@ def main() -> None:
         print(f"{'':<12} ({wall:.1f} s wall for the five kernels)")
     print(f"worst error {worst * 100:.1f} %; outside {TOLERANCE * 100:.0f} %: "
           + (", ".join(misses) if misses else "none"))
+    print("\nStores only (the `init` kernel, a = s, over the same arrays) against gpu-benches' "
+          "init kernel")
+    init = store_only()
+    targets = {c: (c, v) for c, v in STREAM_INIT_MEASURED.items()} | STREAM_INIT_PROXY
+    for card, (measured_on, want) in targets.items():
+        r = analyze(init, card, fidelity=args.fidelity)
+        o = r.estimate.ops[0]
+        got = o.op.bytes_moved / o.time_s / GB
+        peak = r.hardware.memory.peak_bandwidth_GBps
+        print(f"{card:<12} {'init':<6} {got:>10.1f} {want:>9.1f} {(got / want - 1) * 100:>+7.1f} %"
+              f"  {got / peak * 100:>8.1f} %" + ("" if measured_on == card
+                                                 else f"  (measured on the {measured_on})"))
+
+
+def store_only():
+    """workloads/stream.json with the store-only kernel alone."""
+    spec = load_workload(ROOT / "workloads/stream.json")
+    return dataclasses.replace(spec, model={**spec.model, "kernels": ["init"]})
 
 
 if __name__ == "__main__":

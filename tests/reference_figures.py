@@ -66,3 +66,8 @@ STREAM_MEASURED = {
     "rtx-2080-ti": {"copy": 547.8, "mul": 544.9, "add": 556.7, "triad": 556.8, "dot": 574.5},
     "rx-6900-xt": {"copy": 461, "mul": 461, "add": 434, "triad": 434, "dot": 505},
 }
+# The same files' init kernel (A[i]=c: stores only), for workloads/stream.json's arrays with
+# the store-only `init` kernel (write-only streams, which per-bank refresh must keep up with).
+# The L40's (846) stands in for the L40S beside them in the benchmark, not in the tests.
+STREAM_INIT_MEASURED = {"a40": 679, "rx-6900-xt": 504}
+STREAM_INIT_PROXY = {"l40s": ("L40", 846)}

@@ -5,7 +5,7 @@ import json
 
 import pytest
 from conftest import REPO
-from reference_figures import STREAM_MEASURED
+from reference_figures import STREAM_INIT_MEASURED, STREAM_MEASURED
 
 from simulator.cli import main
 from simulator.config.hardware import hardware_names, load_hardware
@@ -36,6 +36,22 @@ def test_stream_matches_measured_bandwidth(card):
         assert got <= r.hardware.memory.peak_bandwidth_GBps
         if (card, o.op.name) not in KNOWN_MISSES:
             assert got == pytest.approx(STREAM_MEASURED[card][o.op.name], rel=0.05), o.op.name
+
+
+@pytest.mark.parametrize("card", sorted(STREAM_INIT_MEASURED))
+def test_stores_only_match_measured_bandwidth(card, tmp_path):
+    """A write-only stream (the store-only `init` kernel) against gpu-benches' init on the
+    same card, within 5 %: writes only is where per-bank refresh must hold banks to keep up."""
+    raw = json.loads((REPO / "workloads/stream.json").read_text())
+    raw["benchmark"]["kernels"] = ["init"]
+    path = tmp_path / "init.json"
+    path.write_text(json.dumps(raw))
+    r = analyze(path, card)
+    (o,) = r.estimate.ops
+    assert o.op.bytes_moved == o.dram_bytes == 2**25 * 8   # one array written, nothing read
+    got = o.op.bytes_moved / o.time_s / GB
+    assert got == pytest.approx(STREAM_INIT_MEASURED[card], rel=0.05)
+    assert got <= r.hardware.memory.peak_bandwidth_GBps
 
 
 GDDR6_CARDS = [n for n in hardware_names() if load_hardware(n).memory.type == "GDDR6"]

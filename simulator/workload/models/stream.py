@@ -3,7 +3,9 @@
 Arrays a, b, c of `array_elements` each live on the device before the kernels run, as in
 BabelStream (init runs once, outside the timed loop). Each kernel is one op that streams its
 arrays; dot also writes one partial sum per block. Bytes follow BabelStream's own count
-(copy and mul 2 arrays, add and triad 3, dot 2), which is what its GB/s figures divide.
+(copy and mul 2 arrays, add and triad 3, dot 2), which is what its GB/s figures divide;
+`init`, a store-only kernel that a workload may list, writes one array, as gpu-benches'
+init kernel counts it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from simulator.workload.builder import TraceBuilder
 from simulator.workload.trace import Phase, Trace, Unit
 
 KERNELS = {  # name: (arrays read, array written)
+    "init": ((), "a"),  # store only, as gpu-benches' init kernel (BabelStream's init is untimed)
     "copy": (("a",), "c"),
     "mul": (("c",), "b"),
     "add": (("a", "b"), "c"),
