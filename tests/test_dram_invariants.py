@@ -81,6 +81,10 @@ def test_random_traces_obey_every_timing_edge(trace):
     assert s.requests == len(addr) and (done >= arrival).all()
     assert s.reads + s.writes == len(addr)
     assert s.bandwidth_GBps <= s.peak_bandwidth_GBps * (1 + 1e-9)
+    # refresh keeps up with simulated time (a per-bank one postponed at most refresh_postpone)
+    every = ms.timing.nREFI // 16 if ctl.refresh == "per_bank" else ms.timing.nREFI
+    owed = ctl.refresh_postpone + 1 if ctl.refresh == "per_bank" else 1
+    assert s.refreshes >= ms.org.channels * (s.cycles // every - owed)
     # reads wait at least the read latency; writes complete when their WR issues
     reads = write == 0
     forwarded = s.forwarded_reads
