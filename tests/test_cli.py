@@ -115,8 +115,16 @@ def test_hardware_list_and_show(capsys):
     assert "channel, bankgroup, column, bank, row; channel hashed with row" in out  # default
     code, out, _ = run_cli(capsys, "hardware", "show", "rx-6900-xt")
     assert code == 0 and "column:3, channel, bankgroup" in out and "umc_v8_7.c" in out
+    assert "scheduler=frfcfs_hit_guard" in out and "the GPU memory path" in out
     code, out, _ = run_cli(capsys, "hardware", "show", "t4", "--json")
-    assert json.loads(out)["ridge_point_flop_per_byte"]["fp32"] == pytest.approx(25.4375)
+    doc = json.loads(out)
+    assert doc["ridge_point_flop_per_byte"]["fp32"] == pytest.approx(25.4375)
+    # the controller and mapping the replay runs the card on
+    assert doc["controller"]["write_buffer"] == 512 and doc["controller"]["refresh"] == "per_bank"
+    assert doc["address_mapping"]["fields"] == ["channel", "bankgroup", "column", "bank", "row"]
+    code, out, _ = run_cli(capsys, "hardware", "show",
+                           str(REPO / "hardware/validation/ramulator2-gddr6-8ch.json"))
+    assert "refresh=all_bank" in out and "the hardware file's memory.controller" in out
 
 
 def test_workloads_list_and_show(capsys):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from simulator.dram.mapping import AddressMapping
 
@@ -30,6 +30,11 @@ class ControllerConfig:
     # partitions, each fed by the crossbar from its own L2 slices)
     frontend: str = "in_order"
     mapping: AddressMapping = field(default_factory=AddressMapping)
+
+    def settings(self) -> dict:
+        """The settings as a hardware file's `memory.controller` block states them (the
+        address mapping is the file's `memory.address_mapping`)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "mapping"}
 
     @classmethod
     def from_dict(cls, raw: dict, mapping: AddressMapping | None = None) -> ControllerConfig:

@@ -33,16 +33,16 @@ GPU_CONTROLLER = ControllerConfig(
     scheduler="frfcfs_hit_guard", page_policy="open", refresh="per_bank", frontend="per_channel")
 
 
-def file_block() -> dict:
-    """The GPU memory path as a hardware file's `memory.controller` block (the address mapping
-    is the file's own), for edits such as a sweep's."""
-    return {f.name: getattr(GPU_CONTROLLER, f.name) for f in dataclasses.fields(GPU_CONTROLLER)
-            if f.name != "mapping"}
-
-
 def controller(hw: Hardware) -> ControllerConfig:
     """The file's own `memory.controller` when it states one, else the GPU memory path; with
     the file's address mapping either way."""
     if hw.controller_stated:
         return hw.controller
     return dataclasses.replace(GPU_CONTROLLER, mapping=hw.controller.mapping)
+
+
+def controller_source(hw: Hardware) -> str:
+    """Where the card's controller settings come from, for reports."""
+    if hw.controller_stated:
+        return "the hardware file's memory.controller"
+    return "the GPU memory path (simulator/gpu/memory_path.py): the hardware file states none"

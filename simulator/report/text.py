@@ -76,6 +76,10 @@ def hardware_details(hw: Hardware) -> str:
         source = mapping.source or "none stated: the default of simulator/dram/mapping.py"
         lines += ["", "  address mapping, least significant first above the 32 B access:",
                   f"    {mapping.describe()}", f"    source: {source}"]
+        items = [f"{k}={v}" for k, v in memory_path.controller(hw).settings().items()]
+        lines += ["", "  memory controller, per channel (buffers in requests of 32 B):"]
+        lines += ["    " + "  ".join(items[i:i + 5]) for i in range(0, len(items), 5)]
+        lines.append(f"    source: {memory_path.controller_source(hw)}")
     lines += ["", "  sources:"] + [f"    - {s}" for s in hw.sources]
     return "\n".join(lines)
 

@@ -69,7 +69,7 @@ def apply(raw: dict, settings: dict[str, Any], where: str) -> Hardware:
         if path[:2] == ["memory", "controller"] and "controller" not in edited["memory"]:
             # a card that states no controller runs on the GPU memory path: the setting
             # changes that one (a block of its own would start from the generic controller)
-            edited["memory"]["controller"] = memory_path.file_block()
+            edited["memory"]["controller"] = memory_path.GPU_CONTROLLER.settings()
         node = edited
         for key in path[:-1]:
             if not isinstance(node.get(key, {}), dict):
