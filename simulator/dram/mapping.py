@@ -77,6 +77,11 @@ class AddressMapping:
     # where the mapping is documented ("" for the default); not part of what it does
     source: str = field(default="", compare=False, repr=False)
 
+    @property
+    def cited(self) -> str:
+        """Its source, or that it is the default, for reports."""
+        return self.source or "none stated: the default of simulator/dram/mapping.py"
+
     def __post_init__(self):
         parts(self.fields)
 

@@ -45,7 +45,7 @@ def hardware_doc(hw: Hardware) -> dict[str, Any]:
         doc["address_mapping"] = {
             "fields": list(ctl.mapping.fields),
             "hash": [{"target": t, "source": s} for t, s in ctl.mapping.hash],
-            "source": ctl.mapping.source or "default (simulator/dram/mapping.py)"}
+            "source": ctl.mapping.cited}
         doc["controller"] = {**ctl.settings(), "source": memory_path.controller_source(hw)}
     return doc
 

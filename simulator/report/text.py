@@ -68,20 +68,21 @@ def hardware_details(hw: Hardware) -> str:
         t = m.timing.as_dict()
         lines += ["", f"  GDDR6 timing at {m.data_rate_gbps:g} Gb/s, in CK cycles "
                   f"(tCK = {1 / m.ck_GHz:.3f} ns):"]
-        items = [f"{k}={v}" for k, v in t.items()]
-        for i in range(0, len(items), 8):
-            lines.append("    " + "  ".join(items[i:i + 8]))
-        lines.append(f"    source: {m.timing_source}")
-        mapping = memory_path.controller(hw).mapping
-        source = mapping.source or "none stated: the default of simulator/dram/mapping.py"
+        lines += _settings_lines(t, 8) + [f"    source: {m.timing_source}"]
+        ctl = memory_path.controller(hw)
         lines += ["", "  address mapping, least significant first above the 32 B access:",
-                  f"    {mapping.describe()}", f"    source: {source}"]
-        items = [f"{k}={v}" for k, v in memory_path.controller(hw).settings().items()]
+                  f"    {ctl.mapping.describe()}", f"    source: {ctl.mapping.cited}"]
         lines += ["", "  memory controller, per channel (buffers in requests of 32 B):"]
-        lines += ["    " + "  ".join(items[i:i + 5]) for i in range(0, len(items), 5)]
+        lines += _settings_lines(ctl.settings(), 5)
         lines.append(f"    source: {memory_path.controller_source(hw)}")
     lines += ["", "  sources:"] + [f"    - {s}" for s in hw.sources]
     return "\n".join(lines)
+
+
+def _settings_lines(settings: dict, per_line: int) -> list[str]:
+    """`name=value` pairs, `per_line` to an indented line."""
+    items = [f"{k}={v}" for k, v in settings.items()]
+    return ["    " + "  ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
 
 
 def run_report(r: RunResult, top: int = 10) -> str:
