@@ -10,6 +10,7 @@ TERA = 1e12
 GIGA = 1e9
 
 BITS_PER_BYTE = 8
+BITS_PER_PIN_PER_CK = 8  # GDDR6: each DQ pin moves 8 bits per CK cycle (data rate = 8 x f_CK)
 
 
 def gbit_to_bytes(gbit: float) -> int:
@@ -23,8 +24,8 @@ def peak_bandwidth_GBps(bus_width_bits: int, data_rate_gbps: float) -> float:
 
 
 def ck_frequency_GHz(data_rate_gbps: float) -> float:
-    """GDDR6 command clock CK: each DQ pin moves 8 bits per CK cycle (data rate = 8 x f_CK)."""
-    return data_rate_gbps / 8.0
+    """GDDR6 command clock CK (see BITS_PER_PIN_PER_CK)."""
+    return data_rate_gbps / BITS_PER_PIN_PER_CK
 
 
 def wck_frequency_GHz(data_rate_gbps: float, wck_mode: str) -> float:

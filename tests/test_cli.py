@@ -147,6 +147,9 @@ BAD_WORKLOADS = [
     ("wrong type", lambda d: d["data"].update(batch_size="ten"), "$.data.batch_size",
      "expected integer"),
     ("zero size", lambda d: d["data"].update(batch_size=0), "$.data.batch_size", "> 0"),
+    # Python's json reads 1e999 as an infinity, which every schema bound lets through
+    ("infinite size", lambda d: d["data"].update(batch_size=1e999), "$.data.batch_size",
+     "expected a finite number"),
     ("negative size", lambda d: d["model"].update(d_model=-512), "$.model.d_model", "> 0"),
     ("heads not dividing", lambda d: d["model"].update(nhead=7), "$.model.nhead", "divide"),
     ("unknown dtype", lambda d: d["training"].update(dtype="fp12"), "$.training.dtype",
@@ -191,6 +194,23 @@ def test_bad_cnn_kernel_larger_than_input(capsys, write_json):
 BAD_HARDWARE = [
     ("zero data rate", lambda d: d["memory"].update(data_rate_gbps=0),
      "$.memory.data_rate_gbps", "> 0"),
+    # NaN passes every schema bound (NaN > 0 and NaN <= 0 are both false)
+    ("NaN data rate", lambda d: d["memory"].update(data_rate_gbps=float("nan")),
+     "$.memory.data_rate_gbps", "expected a finite number, got a NaN or infinity"),
+    ("infinite L2", lambda d: d["cache"].update(l2_bytes=float("inf")), "$.cache.l2_bytes",
+     "expected a finite number"),
+    ("data rate the timing set cannot reach", lambda d: d["memory"].update(data_rate_gbps=0.001),
+     "$.memory.data_rate_gbps", "impossible timing set at this data rate"),
+    # every timing rounds up to 1 CK, so per-bank refresh alone would fill every command slot
+    ("per-bank refresh at 0.1 Gb/s", lambda d: d["memory"].update(data_rate_gbps=0.1),
+     "$.memory.data_rate_gbps", "per-bank refresh impossible at this data rate"),
+    ("per-bank refresh faster than REFpb spacing",
+     lambda d: d["memory"]["timing"]["cycles_ck"].update(nREFI=300),
+     "$.memory.timing.cycles_ck.nREFI", "nREFI // 16 = 18 CK) longer than the 22 CK"),
+    # the engine's data bus would disagree with the peak the data rate states
+    ("burst of 4 CK", lambda d: d["memory"]["timing"]["cycles_ck"].update(nBL=4, nCCDS=4,
+                                                                          nCCDL=4),
+     "$.memory.timing.cycles_ck.nBL", "expected 2: a BL16 burst"),
     ("negative bus", lambda d: d["memory"].update(bus_width_bits=-256),
      "$.memory.bus_width_bits", "> 0"),
     ("devices do not fill the bus", lambda d: d["memory"].update(devices=7), "$.memory.devices",

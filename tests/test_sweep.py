@@ -74,6 +74,9 @@ def test_rerun_skips_finished_points_and_retries_failed_ones(tmp_path, monkeypat
     ("data_rate_gbps=14,0", "$.memory.data_rate_gbps: expected a number > 0"),
     ("bus_width_bits=256,100", "expected a multiple of channel_width_bits"),
     ("nRC=90,10", "nRC >= nRAS + nRP"),
+    ("data_rate_gbps=14,nan", "$.memory.data_rate_gbps: expected a finite number"),
+    ("nBL=2,4", "$.memory.timing.cycles_ck.nBL: expected 2: a BL16 burst"),
+    ("data_rate_gbps=14,0.001", "$.memory.data_rate_gbps: impossible timing set at this data rate"),
     ("data_rate_gbps=", "expected NAME=VALUE"),
 ])
 def test_invalid_axes_fail_before_anything_runs(tmp_path, capsys, monkeypatch, vary, words):

@@ -9,9 +9,10 @@ from simulator import resources, units
 from simulator.config.loader import load
 from simulator.dram.controller import ControllerConfig
 from simulator.dram.mapping import AddressMapping
-from simulator.dram.organization import organization
-from simulator.dram.timing import GDDR6Timing, check
+from simulator.dram.organization import BURST_CK, BURST_LENGTH, CHANNEL_WIDTH_BITS, organization
+from simulator.dram.timing import GDDR6Timing, check, refresh_problem
 from simulator.errors import InputError
+from simulator.units import BITS_PER_PIN_PER_CK
 
 GDDR_TYPES = ("GDDR6", "GDDR6X")
 PEAK_KEYS = ("fp64", "fp32", "fp16_vector", "tf32_tensor", "fp16_tensor", "bf16_tensor",
@@ -117,17 +118,31 @@ def _memory(raw: dict, file: str) -> MemorySpec:
     timing = None
     source = None
     if m["type"] in GDDR_TYPES:
-        if chw != 16 or per_dev != 2:
-            raise InputError("expected GDDR6 organization: channel_width_bits 16 and "
-                             "channels_per_device 2", file=file, path="$.memory")
+        if chw != CHANNEL_WIDTH_BITS or per_dev != 2:
+            raise InputError(f"expected GDDR6 organization: channel_width_bits "
+                             f"{CHANNEL_WIDTH_BITS} and channels_per_device 2", file=file,
+                             path="$.memory")
         if "timing" not in m:
             raise InputError("'timing' is required for GDDR memory (a datasheet timing set)",
                              file=file, path="$.memory")
         t = m["timing"]
         ref = GDDR6Timing.from_cycles(t["cycles_ck"])
+        if ref.nBL != BURST_CK:  # else the engine's data bus and the stated peak disagree
+            raise InputError(
+                f"expected {BURST_CK}: a BL{BURST_LENGTH} burst moves "
+                f"{BITS_PER_PIN_PER_CK} bits per pin per CK, so it holds the data bus "
+                f"{BURST_CK} CK (data_rate_gbps sets the bandwidth), got {ref.nBL}",
+                file=file, path="$.memory.timing.cycles_ck.nBL")
         check(ref, file, "$.memory.timing.cycles_ck")
         timing = ref.at_data_rate(t["reference_data_rate_gbps"], m["data_rate_gbps"])
-        check(timing, file, "$.memory.timing.cycles_ck")
+        problems = timing.problems()
+        if problems:  # the set holds at its own data rate, so the rate is what breaks it
+            field, text = problems[0]
+            raise InputError(
+                f"impossible timing set at this data rate: the set given at "
+                f"{t['reference_data_rate_gbps']:g} Gb/s, its analog timings kept in ns, "
+                f"rounds to {field} that breaks: expected {text}",
+                file=file, path="$.memory.data_rate_gbps")
         source = t["source"]
     elif "timing" in m or "wck_mode" in m:
         key = "timing" if "timing" in m else "wck_mode"
@@ -147,7 +162,7 @@ def parse_hardware(raw: dict, file: str) -> Hardware:
     compute = raw.get("compute", {"peak_tflops": {}})
     peaks = {k: compute["peak_tflops"].get(k) for k in PEAK_KEYS}
     memory = _memory(raw, file)
-    return Hardware(
+    hw = Hardware(
         name=raw["name"], display_name=raw["display_name"], vendor=raw["vendor"],
         chip=raw.get("chip", ""), memory=memory,
         l2_bytes=raw.get("cache", {}).get("l2_bytes", 0),
@@ -159,6 +174,29 @@ def parse_hardware(raw: dict, file: str) -> Hardware:
         l2_bandwidth_GBps=raw.get("cache", {}).get("l2_bandwidth_GBps"),
         kernel_launch_overhead_us=compute.get("kernel_launch_overhead_us"),
         controller_stated="controller" in raw["memory"])
+    _check_refresh(hw, raw, file)
+    return hw
+
+
+def _check_refresh(hw: Hardware, raw: dict, file: str) -> None:
+    """Per-bank refresh must leave the channel command slots (else the engine serves refreshes
+    only); checked on the controller the replay runs the card on."""
+    if hw.memory.timing is None:
+        return
+    from simulator.gpu.memory_path import controller  # (it builds on this module)
+    per_bank = controller(hw).refresh == "per_bank"
+    banks = organization(hw.memory, file).banks
+    text = refresh_problem(hw.memory.timing, per_bank, banks)
+    if text is None:
+        return
+    stated = raw["memory"]["timing"]
+    as_stated = refresh_problem(GDDR6Timing.from_cycles(stated["cycles_ck"]), per_bank, banks)
+    if as_stated is not None:
+        raise InputError(f"expected {as_stated}", file=file,
+                         path="$.memory.timing.cycles_ck.nREFI")
+    raise InputError(f"per-bank refresh impossible at this data rate: expected {text} (the "
+                     f"timing set rescaled from {stated['reference_data_rate_gbps']:g} Gb/s)",
+                     file=file, path="$.memory.data_rate_gbps")
 
 
 def _address_mapping(raw: dict, memory: MemorySpec, file: str) -> AddressMapping | None:

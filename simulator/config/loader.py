@@ -6,6 +6,7 @@ Every failure becomes an InputError naming the file, the JSON path and what was 
 from __future__ import annotations
 
 import json
+import math
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,26 @@ def _expected(err: ValidationError) -> str:
     return err.message
 
 
+def non_finite(data: Any, path: tuple = ()) -> tuple | None:
+    """Where `data` holds NaN or an infinity, which Python's json reads (NaN, Infinity, 1e999)
+    but JSON has no such number, and which every schema bound lets through (NaN > 0 is
+    false, so is NaN <= 0)."""
+    if isinstance(data, float):
+        return None if math.isfinite(data) else path
+    items = data.items() if isinstance(data, dict) else enumerate(data) \
+        if isinstance(data, list) else ()
+    for key, value in items:
+        found = non_finite(value, (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
 def validate(data: Any, schema_name: str, file: str) -> None:
+    where = non_finite(data)
+    if where is not None:
+        raise InputError("expected a finite number, got a NaN or infinity", file=file,
+                         path=json_path(where))
     validator = jsonschema.Draft202012Validator(schema(schema_name))
     err = best_match(validator.iter_errors(data))
     if err is not None:

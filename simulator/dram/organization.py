@@ -11,14 +11,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from simulator.errors import InputError
+from simulator.units import BITS_PER_BYTE, BITS_PER_PIN_PER_CK
 
 if TYPE_CHECKING:
     from simulator.config.hardware import MemorySpec
 
 BANK_GROUPS = 4
 BANKS_PER_GROUP = 4
-ACCESS_BYTES = 32          # BL16 on a 16-bit channel
+CHANNEL_WIDTH_BITS = 16
 BURST_LENGTH = 16
+ACCESS_BYTES = CHANNEL_WIDTH_BITS * BURST_LENGTH // BITS_PER_BYTE  # 32 B: BL16, 16-bit channel
+# the CK cycles one access holds the data bus: its nBL, fixed by the interface (2)
+BURST_CK = BURST_LENGTH // BITS_PER_PIN_PER_CK
 
 # density (Gbit) -> (rows, device page bytes) for x16 and x8 devices
 _PRESETS = {

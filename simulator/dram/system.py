@@ -19,7 +19,7 @@ from simulator.dram import engine as E
 from simulator.dram.controller import ControllerConfig
 from simulator.dram.mapping import FIELDS
 from simulator.dram.organization import ACCESS_BYTES, Organization, organization
-from simulator.dram.timing import GDDR6Timing
+from simulator.dram.timing import GDDR6Timing, refresh_interval_ck, refresh_problem
 from simulator.dram.tracefile import read_blocks
 from simulator.errors import InputError
 from simulator.threads import LazyPool, usable_cpus
@@ -196,6 +196,9 @@ class MemorySystem:
         if n_banks > E.K_BANK + 1:
             raise ValueError(f"at most {E.K_BANK + 1} banks per channel (the engine keeps a "
                              f"channel's banks as bits of one int64), got {n_banks}")
+        refresh = refresh_problem(timing, controller.refresh == "per_bank", n_banks)
+        if refresh is not None:  # (hardware files are checked for this as they load)
+            raise ValueError(f"expected {refresh}")
         self._bank_group_shift = org.banks_per_group.bit_length() - 1
         cap = max(controller.read_buffer, controller.write_buffer, controller.active_buffer)
         self._caps = np.array([controller.read_buffer, controller.write_buffer,
@@ -233,8 +236,8 @@ class MemorySystem:
         self._chan = np.zeros((n_ch, E.N_CHANNEL_COUNTERS), np.int64)
         # CK cycles between refresh commands per channel: REFab every tREFI, or a REFpb to
         # each bank in turn, 16 per tREFI
-        per_bank = controller.refresh == "per_bank"
-        self._refresh_every = timing.nREFI // 16 if per_bank else timing.nREFI
+        self._refresh_every = refresh_interval_ck(timing, controller.refresh == "per_bank",
+                                                  n_banks)
         self._rch = np.zeros((n_ch, E.N_CMD), np.int64)
         # per channel, command and bank: the bank's earliest cycle by the bank-group and bank
         # rules (the banks of a command side by side, for the scheduler's pass over them)

@@ -90,6 +90,28 @@ class GDDR6Timing:
         return out
 
 
+def refresh_interval_ck(t: GDDR6Timing, per_bank: bool, banks: int) -> int:
+    """CK cycles between a channel's refresh commands: REFab every nREFI, or REFpb to each bank
+    in turn, `banks` of them per nREFI. A controller counts whole cycles and rounds down, so
+    that it never refreshes less often than the device needs."""
+    return t.nREFI // banks if per_bank else t.nREFI
+
+
+def refresh_problem(t: GDDR6Timing, per_bank: bool, banks: int) -> str | None:
+    """Per-bank refresh that cannot leave a command slot for reads and writes (a timing set
+    rescaled to a very low data rate, where every timing rounds up to 1 CK): what was
+    expected, or None. All-bank refresh has its own relation (nREFI > nRFCab)."""
+    if not per_bank:
+        return None
+    every = refresh_interval_ck(t, per_bank, banks)
+    spacing = max(1, t.nRREFD, -(-t.nFAW // 4))  # REFpb to REFpb, by nRREFD and nFAW
+    if every > spacing:
+        return None
+    return (f"a per-bank refresh interval (nREFI // {banks} = {every} CK) longer than the "
+            f"{spacing} CK that nRREFD and nFAW space REFpb commands: the refreshes would take "
+            f"every command slot, got nREFI {t.nREFI}")
+
+
 def check(timing: GDDR6Timing, file: str, path: str) -> None:
     """Reject an impossible timing set with the first broken relation."""
     problems = timing.problems()
