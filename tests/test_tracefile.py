@@ -43,13 +43,80 @@ def test_bad_trace_files(tmp_path):
     path.write_text('{"format": "something else"}\n')
     with pytest.raises(InputError, match=r"bad.jsonl:1: expected a header"):
         tracefile.read(path)
-    good = tmp_path / "good.jsonl"
+
+
+@pytest.fixture(scope="module")
+def cnn_trace_lines(tmp_path_factory) -> list[str]:
+    good = tmp_path_factory.mktemp("trace") / "good.jsonl"
     tracefile.write(build_trace(load_workload("cnn")), good)
-    lines = good.read_text().splitlines()
-    lines[3] = lines[3].replace('"dtype":"fp32"', '"dtype":"fp12"')
+    return good.read_text().splitlines()
+
+
+def _first(lines: list[str], start: str) -> int:
+    return next(i for i, line in enumerate(lines) if line.startswith(start))
+
+
+# (what, the record's first key and value, old text, new text, where, words): each a record
+# that once read without complaint (a wrong step) or ended in a traceback
+BAD_RECORDS = [
+    ("unknown dtype", '{"tensor":3,', '"dtype":"fp32"', '"dtype":"fp12"', "$.dtype",
+     'expected one of "fp64"'),
+    ("tensor ids out of order", '{"tensor":3,', '{"tensor":3,', '{"tensor":4,', "$.tensor",
+     "expected tensor ids in order from 0: 3"),
+    ("negative shape", '{"tensor":8,', '"shape":[64', '"shape":[-64', "$.shape[0]",
+     "expected a number >= 0, got -64"),
+    ("NaN flops", '{"op":0,', '"flops":36864000', '"flops":NaN', "$.flops",
+     "expected a finite number"),
+    ("negative flops", '{"op":0,', '"flops":36864000', '"flops":-5', "$.flops",
+     "expected a number >= 0, got -5"),
+    ("flops as text", '{"op":0,', '"flops":36864000', '"flops":"many"', "$.flops",
+     "expected number"),
+    ("negative tensor id", '{"op":0,', '"reads":[[8,', '"reads":[[-1,', "$.reads[0][0]",
+     "expected a number >= 0, got -1"),
+    ("tensor id not yet listed", '{"op":0,', '"reads":[[8,', '"reads":[[999,',
+     "$.reads[0][0]", "expected the id of a tensor listed above"),
+    ("negative bytes", '{"op":0,', '"reads":[[8,200704,', '"reads":[[8,-200704,',
+     "$.reads[0][1]", "expected a number >= 0"),
+    ("unknown math type", '{"op":0,', '"math_dtype":"tf32"', '"math_dtype":"fp128"',
+     "$.math_dtype", 'got "fp128"'),
+    ("unknown key", '{"op":0,', '"phase":', '"stage":"x","phase":', "$",
+     "unknown key(s) 'stage'"),
+]
+
+
+@pytest.mark.parametrize("what, record, old, new, where, words", BAD_RECORDS,
+                         ids=[b[0] for b in BAD_RECORDS])
+def test_bad_trace_records(tmp_path, cnn_trace_lines, what, record, old, new, where, words):
+    lines = list(cnn_trace_lines)
+    i = _first(lines, record)
+    assert old in lines[i]
+    lines[i] = lines[i].replace(old, new, 1)
+    path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(InputError, match=r"bad.jsonl:4: expected tensors numbered in order"):
+    with pytest.raises(InputError) as err:
         tracefile.read(path)
+    assert f"bad.jsonl:{i + 1}: at {where}: " in str(err.value) and words in str(err.value)
+
+
+def test_a_trace_cut_short_is_an_error(tmp_path, cnn_trace_lines):
+    path = tmp_path / "cut.jsonl"
+    path.write_text("\n".join(cnn_trace_lines[:_first(cnn_trace_lines, '{"op":10,')]) + "\n")
+    with pytest.raises(InputError, match=r"cut.jsonl:1: at \$\.ops: expected 37 ops as the "
+                                         r"header says, got 10"):
+        tracefile.read(path)
+
+
+def test_trace_schema_enums_match_the_trace_model():
+    from simulator.config.loader import schema
+    from simulator.workload.trace import DTYPE_BYTES, Category, Pattern, Phase, Unit
+
+    defs = schema("trace")["$defs"]
+    assert defs["dtype"]["enum"] == list(DTYPE_BYTES)
+    assert defs["op"]["properties"]["math_dtype"]["enum"] == ["", *DTYPE_BYTES]
+    assert defs["op"]["properties"]["phase"]["enum"] == [p.value for p in Phase]
+    assert defs["op"]["properties"]["unit"]["enum"] == [u.value for u in Unit]
+    assert defs["tensor"]["properties"]["category"]["enum"] == [c.value for c in Category]
+    assert defs["access"]["items"][2]["enum"] == [p.value for p in Pattern]
 
 
 def test_run_reads_a_trace_file(tmp_path, capsys):

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
@@ -91,13 +93,44 @@ def non_finite(data: Any, path: tuple = ()) -> tuple | None:
     return None
 
 
-def validate(data: Any, schema_name: str, file: str) -> None:
+def _part(schema_name: str, part: str | None) -> dict[str, Any]:
+    whole = schema(schema_name)
+    return whole if part is None else {**whole, "$ref": f"#/$defs/{part}"}
+
+
+@cache
+def _validator(schema_name: str, part: str | None) -> jsonschema.protocols.Validator:
+    s = _part(schema_name, part)
+    return jsonschema.validators.validator_for(s)(s)
+
+
+@cache
+def record_check(schema_name: str, part: str) -> Callable[[Any, str], None]:
+    """A check for one kind of record of a many-record file (a trace's ops): compiled by
+    fastjsonschema, some 20 times faster than jsonschema's, which then says what was wrong
+    when a record fails. The schema must be one fastjsonschema compiles (draft-07)."""
+    # (without its relative $id, which fastjsonschema would fetch each $ref against)
+    fast = fastjsonschema.compile(
+        {k: v for k, v in _part(schema_name, part).items() if k != "$id"})
+
+    def check(data: Any, file: str) -> None:
+        try:
+            fast(data)
+        except fastjsonschema.JsonSchemaException:
+            validate(data, schema_name, file, part)
+            raise InputError("does not match its schema", file=file) from None
+        if non_finite(data) is not None:
+            validate(data, schema_name, file, part)
+    return check
+
+
+def validate(data: Any, schema_name: str, file: str, part: str | None = None) -> None:
+    """`part`: check against that entry of the schema's $defs (one record kind of a trace)."""
     where = non_finite(data)
     if where is not None:
         raise InputError("expected a finite number, got a NaN or infinity", file=file,
                          path=json_path(where))
-    validator = jsonschema.Draft202012Validator(schema(schema_name))
-    err = best_match(validator.iter_errors(data))
+    err = best_match(_validator(schema_name, part).iter_errors(data))
     if err is not None:
         raise InputError(_expected(err), file=file, path=json_path(err.absolute_path))
 

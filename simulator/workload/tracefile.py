@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from simulator.config.loader import record_check
 from simulator.errors import InputError, open_input
 from simulator.workload.trace import (
-    DTYPE_BYTES,
     Access,
     Category,
     Op,
@@ -76,6 +76,11 @@ def write(trace: Trace, path: Path, source: dict | None = None,
         raise
 
 
+def _need(ok: bool, path: Path, line: int, where: str, expected: str) -> None:
+    if not ok:
+        raise InputError(expected, file=f"{path}:{line}", path=where)
+
+
 def read(path: Path) -> tuple[Trace, dict]:
     """Stream a trace file back into a Trace; returns (trace, header)."""
     def bad(line: int, what: str) -> InputError:
@@ -95,36 +100,52 @@ def read(path: Path) -> tuple[Trace, dict]:
                 raise bad(n, "expected UTF-8 text") from None
             except json.JSONDecodeError as exc:
                 raise bad(n, f"invalid JSON: {exc.msg}") from None
-            try:
-                if n == 1:
-                    if rec.get("format") != FORMAT or rec.get("format_version") != FORMAT_VERSION:
-                        raise bad(1, f"expected a header with format '{FORMAT}' and "
-                                     f"format_version {FORMAT_VERSION}")
-                    header = rec
-                elif "tensor" in rec:
-                    if rec["tensor"] != len(tensors) or rec["dtype"] not in DTYPE_BYTES:
-                        raise bad(n, "expected tensors numbered in order with a known dtype")
-                    t = Tensor(rec["tensor"], rec["name"], tuple(rec["shape"]), rec["dtype"],
-                               Category(rec["category"]), rec["requires_grad"], rec["retained"])
-                    if rec["alias_of"] is not None:
-                        t.alias_of = tensors[rec["alias_of"]]
-                    tensors.append(t)
-                elif "op" in rec:
-                    ops.append(Op(
-                        rec["op"], rec["name"], rec["kind"], Phase(rec["phase"]), rec["flops"],
-                        tuple(Access(tensors[i], nb, Pattern(p)) for i, nb, p in rec["reads"]),
-                        tuple(Access(tensors[i], nb, Pattern(p)) for i, nb, p in rec["writes"]),
-                        rec["dtype"], Unit(rec["unit"]), rec["math_dtype"]))
-                elif "release" in rec:
-                    releases[rec["release"]] = rec["at"]
-                else:
-                    raise bad(n, "expected a tensor, op or release record")
-            except (KeyError, IndexError, ValueError, TypeError) as exc:
-                if isinstance(exc, InputError):
-                    raise
-                raise bad(n, f"malformed record ({type(exc).__name__}: {exc})") from None
+            if not isinstance(rec, dict):
+                raise bad(n, "expected a JSON object (a header, tensor, op or release record)")
+            kind = "header" if n == 1 else next(
+                (k for k in ("tensor", "op", "release") if k in rec), None)
+            if kind is None:
+                raise bad(n, "expected a tensor, op or release record")
+            if n == 1 and (rec.get("format") != FORMAT
+                           or rec.get("format_version") != FORMAT_VERSION):
+                raise bad(1, f"expected a header with format '{FORMAT}' and "
+                             f"format_version {FORMAT_VERSION}")
+            record_check("trace", kind)(rec, f"{path}:{n}")
+            if kind == "header":
+                header = rec
+            elif kind == "tensor":
+                _need(rec["tensor"] == len(tensors), path, n, "$.tensor",
+                      f"expected tensor ids in order from 0: {len(tensors)}")
+                _need(rec["alias_of"] is None or rec["alias_of"] < len(tensors), path, n,
+                      "$.alias_of", "expected the id of a tensor listed above")
+                t = Tensor(rec["tensor"], rec["name"], tuple(rec["shape"]), rec["dtype"],
+                           Category(rec["category"]), rec["requires_grad"], rec["retained"])
+                if rec["alias_of"] is not None:
+                    t.alias_of = tensors[rec["alias_of"]]
+                tensors.append(t)
+            elif kind == "op":
+                _need(rec["op"] == len(ops), path, n, "$.op",
+                      f"expected op indices in order from 0: {len(ops)}")
+                for side in ("reads", "writes"):
+                    for i, (tid, _, _) in enumerate(rec[side]):
+                        _need(tid < len(tensors), path, n, f"$.{side}[{i}][0]",
+                              f"expected the id of a tensor listed above (0-{len(tensors) - 1})")
+                ops.append(Op(
+                    rec["op"], rec["name"], rec["kind"], Phase(rec["phase"]), rec["flops"],
+                    tuple(Access(tensors[i], nb, Pattern(p)) for i, nb, p in rec["reads"]),
+                    tuple(Access(tensors[i], nb, Pattern(p)) for i, nb, p in rec["writes"]),
+                    rec["dtype"], Unit(rec["unit"]), rec["math_dtype"]))
+            else:
+                _need(rec["release"] < len(tensors), path, n, "$.release",
+                      "expected the id of a tensor listed above")
+                _need(rec["at"] < len(ops), path, n, "$.at", "expected the index of an op above")
+                releases[rec["release"]] = rec["at"]
     if not header:
         raise InputError("empty trace file", file=str(path))
+    for key, got in (("tensors", len(tensors)), ("ops", len(ops))):
+        _need(header.get(key, got) == got, path, 1, f"$.{key}",
+              f"expected {header.get(key)} {key} as the header says, got {got}: "
+              "is the file cut short?")
     params = [t for t in tensors if t.category is Category.PARAMETER]
     state = [t for t in tensors if t.category is Category.OPTIMIZER_STATE]
     trace = Trace(header["workload"], ops, tensors, params, state, releases,
