@@ -15,6 +15,7 @@ from simulator.estimate import FIDELITIES
 from simulator.units import GiB, fmt_bytes, fmt_flops
 
 EXIT_BAD_INPUT = 2
+EXIT_IO = 1  # the input was fine; writing the output failed
 
 
 def _print_json(doc) -> None:
@@ -367,3 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # an output that cannot be written: a folder that cannot exist, a
+        # full disk, no permission (what was written is staged, so nothing is half there)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}cannot write: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_IO

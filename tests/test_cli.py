@@ -266,3 +266,16 @@ def test_bad_input_exits_2_without_traceback(write_json):
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("error: ") and "is required but missing" in proc.stderr
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("command", [["run", "cnn", "--fidelity", "analytic", "--out"],
+                                     ["trace", "cnn", "-o"]])
+def test_an_output_that_cannot_be_written_is_an_error(capsys, tmp_path, command):
+    """Not a traceback: one line naming what was asked for, exit 1 (the input was fine)."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    target = blocker / "out"  # under a file: no folder can be made there
+    code, out, err = run_cli(capsys, *command, str(target))
+    assert code == 1 and err.startswith(f"error: {target}: cannot write: ")
+    assert err.count("\n") == 1 and out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
