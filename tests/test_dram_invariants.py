@@ -114,6 +114,56 @@ def test_skipping_to_the_next_possible_command_changes_nothing(trace, at_once):
     assert skipping.stats().as_dict() == every.stats().as_dict()
 
 
+@st.composite
+def sparse_traces(draw):
+    """Random traces with up to three long pauses (whole refresh periods of idle channels),
+    on per-channel front ends, where idle periods are skipped."""
+    addr, write, arrival, ctl = draw(traces())
+    extra = np.zeros(len(addr), np.int64)
+    pause = draw(st.sampled_from([20_000, 150_000, 1_000_000]))  # CK cycles
+    for at in draw(st.lists(st.integers(0, len(addr) - 1), max_size=3)):
+        extra[at:] += pause
+    return addr, write, arrival + extra, dataclasses.replace(ctl, frontend="per_channel")
+
+
+def _serve_idle(addr, write, arrival, ctl, skip):
+    ms = MemorySystem.from_hardware(HW, controller=ctl, skip_idle=skip)
+    return ms, ms.feed(addr, write, arrival, final=True)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sparse_traces())
+def test_skipping_idle_refresh_periods_changes_nothing(trace):
+    """A channel idle until its next request (or until the slowest channel ends) watches one
+    refresh period; if it leaves the channel as it found it, moved on by the period, whole
+    periods are skipped and their commands counted. Every completion and statistic must be
+    what simulating them gives."""
+    addr, write, arrival, ctl = trace
+    skipping, done = _serve_idle(addr, write, arrival, ctl, True)
+    simulating, done2 = _serve_idle(addr, write, arrival, ctl, False)
+    assert np.array_equal(done, done2)
+    assert skipping.stats().as_dict() == simulating.stats().as_dict()
+    assert simulating.idle_periods_skipped == 0
+
+
+@pytest.mark.parametrize("refresh", ["all_bank", "per_bank"])
+def test_long_idle_stretches_are_skipped_not_simulated(refresh):
+    """Two reads 10 million CK apart (a sparse trace): the refreshes between them are counted
+    as simulating them counts them, from skipped periods."""
+    ctl = dataclasses.replace(HW.controller, refresh=refresh, frontend="per_channel")
+    addr = np.array([0, 4096, 0], np.uint64)
+    arrival = np.array([0, 5_000_000, 10_000_000], np.int64)
+    write = np.array([0, 1, 0], np.int64)
+    skipping, done = _serve_idle(addr, write, arrival, ctl, True)
+    simulating, done2 = _serve_idle(addr, write, arrival, ctl, False)
+    assert np.array_equal(done, done2)
+    assert skipping.stats().as_dict() == simulating.stats().as_dict()
+    t = HW.memory.timing
+    period = t.nREFI // 16 * 16 if refresh == "per_bank" else t.nREFI  # CK
+    # every channel idles about 10 M CK, all but a few periods of it skipped
+    assert skipping.idle_periods_skipped >= 0.9 * skipping.org.channels * 10_000_000 // period
+
+
 def test_a_read_a_queued_write_serves_is_not_held_back_by_its_full_read_buffer():
     """In-order front end, a one-entry read buffer kept full: a read of the address a queued
     write holds, arriving later, is served from that write the cycle after it arrives, when

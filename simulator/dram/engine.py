@@ -73,7 +73,9 @@ N_GROUPED = 4
 # scalar state slots (int64)
 S_CLK, S_POS, S_QUEUED, S_DONE_READS, S_DONE_WRITES, S_LAST_DONE, S_LOG_N, S_FORWARDED = range(8)
 S_ID_BASE = 8  # the id of the feed's first request: ids run on across feeds, so a request
-N_SCALARS = 9  # queued by an earlier feed writes no completion into this one's
+# queued by an earlier feed writes no completion into this one's
+S_IDLE_SKIPPED = 9  # idle refresh periods skipped (`_idle_skip`)
+N_SCALARS = 10
 # per-channel counters
 C_HIT, C_MISS, C_CONFLICT, C_BUSY, C_RW_SWITCH, C_WR_MODE, C_NEXT_REF, C_REF_BANK = range(8)
 C_LAST_COL, C_PENDING_REF, C_NEXT_TRY = 8, 9, 10
@@ -1073,24 +1075,159 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
         clk = nxt
 
 
+
+# An idle channel's refreshes repeat with the period `_idle_period`; once one period is seen to
+# leave its state as it found it (moved on by the period), whole periods up to its next request
+# are skipped, their commands counted (`_idle_probe`, `_idle_skip`). The state compared: every
+# timing bound relative to the clock (a bound already passed counts as the clock: none can bind
+# again), the nFAW ring likewise, open rows and the channel's slots; the scratch row holds it.
+
+
+def idle_words(n_banks: int) -> int:
+    """The length of `run_channels`' idle scratch row (see `_idle_probe`)."""
+    return N_CMD + N_CMD * n_banks + 5 + n_banks + N_CHANNEL_COUNTERS + N_CMD + 1
+
+
+@njit(**JIT, forceinline=True)
+def _idle_period(settings):
+    """CK cycles after which an idle channel's refreshes repeat: a REFpb to every bank in
+    turn, or one REFab."""
+    per_bank_refresh, refresh_every, n_banks = settings[5], settings[9], settings[11]
+    return refresh_every * n_banks if per_bank_refresh else refresh_every
+
+
+@njit(**JIT, forceinline=True)
+def _idle_probe(idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw, record):
+    """Compare the channel's state at clk with the one recorded (True when it matches), or
+    record it (`record`). Layout of `idle`: bounds, bank bounds, nFAW ring, open rows, channel
+    slots, then (recorded only) the command counts' and log count's start."""
+    same = True
+    k = 0
+    for c in range(rch.shape[1]):
+        v = max(rch[ch, c] - clk, 0)
+        if record:
+            idle[k] = v
+        elif idle[k] != v:
+            same = False
+        k += 1
+    for c in range(rbank.shape[1]):
+        for b in range(rbank.shape[2]):
+            v = max(rbank[ch, c, b] - clk, 0)
+            if record:
+                idle[k] = v
+            elif idle[k] != v:
+                same = False
+            k += 1
+    for j in range(4):
+        v = max(faw[ch, j] - clk, -n_faw)
+        if record:
+            idle[k] = v
+        elif idle[k] != v:
+            same = False
+        k += 1
+    v = faw[ch, 4] & 3
+    if record:
+        idle[k] = v
+    elif idle[k] != v:
+        same = False
+    k += 1
+    for b in range(open_row.shape[1]):
+        if record:
+            idle[k] = open_row[ch, b]
+        elif idle[k] != open_row[ch, b]:
+            same = False
+        k += 1
+    for j in range(N_CHANNEL_COUNTERS):
+        v = chan[ch, j]
+        if j == C_CLK:
+            v = 0
+        elif j == C_NEXT_REF or j == C_NEXT_TRY or j == C_ABUF_T:
+            v = max(v - clk, 0)
+        if record:
+            idle[k] = v
+        elif idle[k] != v:
+            same = False
+        k += 1
+    return same
+
+
+@njit(**JIT, forceinline=True)
+def _idle_skip(idle, ch, periods, period, chan, rch, rbank, faw, cmd_count, scal):
+    """Move the channel `periods` idle periods on: every cycle it holds later by as much, and
+    the commands of the period just seen (recorded after the state in `idle`) counted that
+    many times more."""
+    shift = periods * period
+    for c in range(rch.shape[1]):
+        rch[ch, c] += shift
+        for b in range(rbank.shape[2]):
+            rbank[ch, c, b] += shift
+    for j in range(4):
+        faw[ch, j] += shift
+    chan[ch, C_NEXT_REF] += shift
+    chan[ch, C_NEXT_TRY] += shift
+    chan[ch, C_ABUF_T] += shift
+    k = idle.shape[0] - N_CMD - 1
+    # (the nFAW ring's count moves on by whole turns: the probe found its position repeat)
+    faw[ch, 4] += periods * (cmd_count[ch, ACT] - idle[k + ACT]
+                             + cmd_count[ch, REFPB] - idle[k + REFPB])
+    for c in range(N_CMD):
+        cmd_count[ch, c] += periods * (cmd_count[ch, c] - idle[k + c])
+    scal[S_LOG_N] += periods * (scal[S_LOG_N] - idle[k + N_CMD])
+    scal[S_IDLE_SKIPPED] += periods
+
+
+
+@njit(**JIT, forceinline=True)
+def _idle_mark(idle, ch, cmd_count, scal):
+    """Record the command counts (and the log's) where a probe period starts."""
+    k = idle.shape[0] - N_CMD - 1
+    for c in range(N_CMD):
+        idle[k + c] = cmd_count[ch, c]
+    idle[k + N_CMD] = scal[S_LOG_N]
+
+
 @njit(**JIT, nogil=True)
 def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan,
                  rch, rbank, faw, open_row, cmd_count, bank_cols, lat_hist, rule_lat, log,
-                 reqs, starts, final, until, completion, settings):
+                 reqs, starts, final, until, completion, settings, idle):
     """Per-channel front ends: each channel takes its own requests (rows starts[ch] to
     starts[ch + 1] of `reqs`, from group_by_channel) as its buffers accept them, on its own clock
     (chan[ch, C_CLK]). Nothing couples channels, so each runs alone to the end of the chunk:
     every request handed over, or with `final` every request completed and the clock past
     `until` (so that its refreshes keep time with the other channels'). Threads can share the
     channels out: `scal` and `lat_hist` are the caller's own, and a request's completion is
-    written only by its channel's thread. `settings`: see _try_channel."""
+    written only by its channel's thread. `settings`: see _try_channel. `idle`: the caller's
+    scratch row for skipping idle periods (`idle_words`; empty: never skip)."""
     caps = settings[0]
+    n_faw = settings[8]
+    period = _idle_period(settings)
     for ch in channels:
         clk = chan[ch, C_CLK]
         pos = starts[ch]
         end = starts[ch + 1]
         blocked = 0  # the buffer kind + 1 that holds the next request back, 0 when none
+        probe_at = np.int64(-1)  # where the idle period being watched began (-1: none)
         while True:
+            if idle.shape[0] > 0:
+                # the channel's next request, or the cycle it must reach: far enough ahead,
+                # an idle channel watches one period and skips the whole ones that follow
+                far = reqs[pos, G_ARRIVE] if pos < end else (until if final else -1)
+                if (far - clk > 3 * period and not blocked
+                        and counts[ch, RBUF] + counts[ch, WBUF] + counts[ch, ABUF] == 0):
+                    if probe_at >= 0 and clk == probe_at + period and _idle_probe(
+                            idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw, False):
+                        periods = (far - clk) // period - 1
+                        _idle_skip(idle, ch, periods, period, chan, rch, rbank, faw,
+                                   cmd_count, scal)
+                        clk += periods * period
+                        probe_at = -1
+                    elif probe_at < 0 or clk >= probe_at + period:
+                        _idle_probe(idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw,
+                                    True)
+                        _idle_mark(idle, ch, cmd_count, scal)
+                        probe_at = clk
+                else:
+                    probe_at = -1
             if chan[ch, C_NEXT_TRY] <= clk:
                 _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_filter,
                              scal, chan, rch, rbank, faw, open_row, cmd_count, bank_cols,

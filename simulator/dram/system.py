@@ -179,10 +179,13 @@ class MemorySystem:
 
     def __init__(self, org: Organization, timing: GDDR6Timing, controller: ControllerConfig,
                  data_rate_gbps: float, energy_pj_per_bit: float = DEFAULT_GDDR6_PJ_PER_BIT,
-                 log_commands: int = 0, name: str = "", try_every_cycle: bool = False):
+                 log_commands: int = 0, name: str = "", try_every_cycle: bool = False,
+                 skip_idle: bool = True):
         """`try_every_cycle`: each channel tries every CK cycle, rather than skipping to the
         next cycle where it could issue; slow, the reference that the skipping must agree
-        with to the command."""
+        with to the command. `skip_idle`: per-channel front ends skip whole refresh periods
+        of a channel idle until its next request, once one period is seen to repeat (not
+        while logging commands or trying every cycle; tests compare with not skipping)."""
         self.org, self.timing, self.controller = org, timing, controller
         self.try_every_cycle = try_every_cycle
         self.data_rate_gbps = data_rate_gbps
@@ -247,6 +250,8 @@ class MemorySystem:
         self._cmd_count = np.zeros((n_ch, E.N_CMD), np.int64)
         self._bank_cols = np.zeros((n_ch, n_banks), np.int64)
         self._lat_hist = np.zeros((self._threads, E.LAT_BINS), np.int64)
+        skip = skip_idle and not log_commands and not try_every_cycle
+        self._idle = np.zeros((self._threads, E.idle_words(n_banks) if skip else 0), np.int64)
         self._lat = np.full((3, C.N_COMMANDS, C.N_COMMANDS), E.NO_RULE, np.int64)
         for r in C.rules(timing):
             self._lat[r.level, r.prev, r.next] = max(self._lat[r.level, r.prev, r.next], r.latency)
@@ -260,14 +265,15 @@ class MemorySystem:
 
     @classmethod
     def from_hardware(cls, hw: Hardware, log_commands: int = 0,
-                      controller: ControllerConfig | None = None) -> MemorySystem:
+                      controller: ControllerConfig | None = None,
+                      skip_idle: bool = True) -> MemorySystem:
         m = hw.memory
         if not m.is_gddr or m.timing is None:
             raise InputError(f"the GDDR6 engine models GDDR6 memory; {hw.name} has {m.type}",
                              file=hw.path, path="$.memory.type")
         return cls(organization(m, hw.path), m.timing, controller or hw.controller,
                    m.data_rate_gbps, hw.energy_pj_per_bit or DEFAULT_GDDR6_PJ_PER_BIT,
-                   log_commands, hw.name)
+                   log_commands, hw.name, skip_idle=skip_idle)
 
     @property
     def peak_bandwidth_GBps(self) -> float:
@@ -370,7 +376,7 @@ class MemorySystem:
                                        np.empty(n_ch, np.int64))
                 E.run_channels(np.arange(lo, hi), *state, self._scal[k], self._chan, *tables,
                                self._lat_hist[k], self._lat, self._log, grouped, starts, final,
-                               until, completion, settings)
+                               until, completion, settings, self._idle[k])
             if threads == 1:
                 share(0)
             else:
@@ -394,6 +400,11 @@ class MemorySystem:
         if not self._finished:  # an empty trace
             self.feed(np.zeros(0, np.uint64), np.zeros(0, np.int64), final=True)
         return self.stats()
+
+    @property
+    def idle_periods_skipped(self) -> int:
+        """Refresh periods of idle channels skipped rather than simulated (`skip_idle`)."""
+        return int(self._scal[:, E.S_IDLE_SKIPPED].sum())
 
     def idle(self) -> None:
         """Return to the state of a system that has sat idle since its last completion: the
