@@ -116,6 +116,7 @@ def test_hardware_list_and_show(capsys):
     code, out, _ = run_cli(capsys, "hardware", "show", "rx-6900-xt")
     assert code == 0 and "column:3, channel, bankgroup" in out and "umc_v8_7.c" in out
     assert "scheduler=frfcfs_hit_guard" in out and "the GPU memory path" in out
+    assert "refresh=per_bank  refresh_postpone=8" in out
     code, out, _ = run_cli(capsys, "hardware", "show", "t4", "--json")
     doc = json.loads(out)
     assert doc["ridge_point_flop_per_byte"]["fp32"] == pytest.approx(25.4375)
@@ -125,6 +126,7 @@ def test_hardware_list_and_show(capsys):
     code, out, _ = run_cli(capsys, "hardware", "show",
                            str(REPO / "hardware/validation/ramulator2-gddr6-8ch.json"))
     assert "refresh=all_bank" in out and "the hardware file's memory.controller" in out
+    assert "refresh_postpone" not in out  # it bounds owed per-bank refreshes only
 
 
 def test_workloads_list_and_show(capsys):

@@ -20,7 +20,9 @@ Then the front end hands requests over, as many as the buffers accept. Two front
     share the channels out (the engine releases the GIL).
 Channels skip to their next possible event, so the cost follows commands, not cycles: after a
 try that issues too, on deep buffers, where FR-FCFS's pass over the banks bounds when the others
-could issue next (tests compare with trying every cycle).
+could issue next (tests compare with trying every cycle). On per-channel front ends a channel
+idle until far ahead skips whole refresh periods once one is seen to repeat (`_idle_probe`),
+so a sparse trace costs its requests, not its length in refreshes.
 
 All times are CK cycles. Requests live in per-channel buffers as rows of int64 fields, so the
 trace can be streamed through in chunks. Each buffer is a ring in age order (`heads` holds where

@@ -73,7 +73,10 @@ def hardware_details(hw: Hardware) -> str:
         lines += ["", "  address mapping, least significant first above the 32 B access:",
                   f"    {ctl.mapping.describe()}", f"    source: {ctl.mapping.cited}"]
         lines += ["", "  memory controller, per channel (buffers in requests of 32 B):"]
-        lines += _settings_lines(ctl.settings(), 5)
+        shown = ctl.settings()
+        if ctl.refresh != "per_bank":  # (it bounds owed per-bank refreshes only)
+            shown.pop("refresh_postpone")
+        lines += _settings_lines(shown, 5)
         lines.append(f"    source: {memory_path.controller_source(hw)}")
     lines += ["", "  sources:"] + [f"    - {s}" for s in hw.sources]
     return "\n".join(lines)
