@@ -116,14 +116,13 @@ def test_skipping_to_the_next_possible_command_changes_nothing(trace, at_once):
 
 @st.composite
 def sparse_traces(draw):
-    """Random traces with up to three long pauses (whole refresh periods of idle channels),
-    on per-channel front ends, where idle periods are skipped."""
+    """Random traces with up to three long pauses (whole refresh periods of idle channels)."""
     addr, write, arrival, ctl = draw(traces())
     extra = np.zeros(len(addr), np.int64)
     pause = draw(st.sampled_from([20_000, 150_000, 1_000_000]))  # CK cycles
     for at in draw(st.lists(st.integers(0, len(addr) - 1), max_size=3)):
         extra[at:] += pause
-    return addr, write, arrival + extra, dataclasses.replace(ctl, frontend="per_channel")
+    return addr, write, arrival + extra, ctl
 
 
 def _serve_idle(addr, write, arrival, ctl, skip):
@@ -146,11 +145,12 @@ def test_skipping_idle_refresh_periods_changes_nothing(trace):
     assert simulating.idle_periods_skipped == 0
 
 
+@pytest.mark.parametrize("frontend", ["in_order", "per_channel"])
 @pytest.mark.parametrize("refresh", ["all_bank", "per_bank"])
-def test_long_idle_stretches_are_skipped_not_simulated(refresh):
+def test_long_idle_stretches_are_skipped_not_simulated(refresh, frontend):
     """Two reads 10 million CK apart (a sparse trace): the refreshes between them are counted
     as simulating them counts them, from skipped periods."""
-    ctl = dataclasses.replace(HW.controller, refresh=refresh, frontend="per_channel")
+    ctl = dataclasses.replace(HW.controller, refresh=refresh, frontend=frontend)
     addr = np.array([0, 4096, 0], np.uint64)
     arrival = np.array([0, 5_000_000, 10_000_000], np.int64)
     write = np.array([0, 1, 0], np.int64)

@@ -20,9 +20,9 @@ Then the front end hands requests over, as many as the buffers accept. Two front
     share the channels out (the engine releases the GIL).
 Channels skip to their next possible event, so the cost follows commands, not cycles: after a
 try that issues too, on deep buffers, where FR-FCFS's pass over the banks bounds when the others
-could issue next (tests compare with trying every cycle). On per-channel front ends a channel
-idle until far ahead skips whole refresh periods once one is seen to repeat (`_idle_probe`),
-so a sparse trace costs its requests, not its length in refreshes.
+could issue next (tests compare with trying every cycle). A channel idle until far ahead (on
+the in-order front end, every channel) skips whole refresh periods once one is seen to repeat
+(`_idle_probe`), so a sparse trace costs its requests, not its length in refreshes.
 
 All times are CK cycles. Requests live in per-channel buffers as rows of int64 fields, so the
 trace can be streamed through in chunks. Each buffer is a ring in age order (`heads` holds where
@@ -1013,16 +1013,40 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
 def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, rch, rbank,
         faw, open_row, cmd_count, bank_cols,
         lat_hist, rule_lat, log,
-        req_addr, req_key, req_arrive, req_ch, n_req, final, completion, settings):
+        req_addr, req_key, req_arrive, req_ch, n_req, final, completion, settings, idle):
     """The in-order front end: requests handed over in trace order, the first that finds its
     buffer full holding back all behind it (as Ramulator's trace front end does). Advance the
     memory system until the chunk is fed (more input needed) or, when `final`, until every
     request has completed. Returns 1 when it needs the next chunk, 0 when done. `req_key`:
-    each request's key (`pack_keys`). `settings`: see _try_channel."""
+    each request's key (`pack_keys`). `settings`: see _try_channel. `idle`: a scratch row per
+    channel for skipping idle periods, all channels at once (`idle_words`; none: never skip)."""
     caps = settings[0]
     n_ch = counts.shape[0]
     clk = scal[S_CLK]
+    n_faw = settings[8]
+    period = _idle_period(settings)
+    probe_at = np.int64(-1)  # where the idle period being watched began (-1: none)
     while True:
+        # ---- every channel idle until the next request: watch one period, skip the rest -------
+        if idle.shape[1] > 0:
+            far = req_arrive[scal[S_POS]] if scal[S_POS] < n_req else -1
+            if scal[S_QUEUED] == 0 and far - clk > 3 * period:
+                if probe_at >= 0 and clk == probe_at + period and _idle_all(
+                        idle, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count, scal,
+                        False):
+                    periods = (far - clk) // period - 1
+                    for ch in range(n_ch):
+                        _idle_skip(idle[ch], ch, periods, period, chan, rch, rbank, faw,
+                                   cmd_count)
+                    _idle_logged(idle[0], scal, periods, n_ch)
+                    clk += periods * period
+                    probe_at = -1
+                elif probe_at < 0 or clk >= probe_at + period:
+                    _idle_all(idle, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count,
+                              scal, True)
+                    probe_at = clk
+            else:
+                probe_at = -1
         # ---- channels ------------------------------------------------------------------------
         next_try = INF  # the earliest next try of any channel, kept as they are set
         for ch in range(n_ch):
@@ -1154,10 +1178,10 @@ def _idle_probe(idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw, record):
 
 
 @njit(**JIT, forceinline=True)
-def _idle_skip(idle, ch, periods, period, chan, rch, rbank, faw, cmd_count, scal):
+def _idle_skip(idle, ch, periods, period, chan, rch, rbank, faw, cmd_count):
     """Move the channel `periods` idle periods on: every cycle it holds later by as much, and
     the commands of the period just seen (recorded after the state in `idle`) counted that
-    many times more."""
+    many times more. (The caller moves the log's count on: `_idle_logged`.)"""
     shift = periods * period
     for c in range(rch.shape[1]):
         rch[ch, c] += shift
@@ -1174,18 +1198,37 @@ def _idle_skip(idle, ch, periods, period, chan, rch, rbank, faw, cmd_count, scal
                              + cmd_count[ch, REFPB] - idle[k + REFPB])
     for c in range(N_CMD):
         cmd_count[ch, c] += periods * (cmd_count[ch, c] - idle[k + c])
-    scal[S_LOG_N] += periods * (scal[S_LOG_N] - idle[k + N_CMD])
-    scal[S_IDLE_SKIPPED] += periods
-
 
 
 @njit(**JIT, forceinline=True)
 def _idle_mark(idle, ch, cmd_count, scal):
-    """Record the command counts (and the log's) where a probe period starts."""
+    """Record the command counts, and the log's in the row's last word, where a watched
+    period starts."""
     k = idle.shape[0] - N_CMD - 1
     for c in range(N_CMD):
         idle[k + c] = cmd_count[ch, c]
     idle[k + N_CMD] = scal[S_LOG_N]
+
+
+@njit(**JIT, forceinline=True)
+def _idle_logged(idle, scal, periods, channels):
+    """After `channels` channels skipped `periods` periods: the log's count moved on by the
+    commands the watched period added (recorded by `_idle_mark` in idle's last word)."""
+    scal[S_LOG_N] += periods * (scal[S_LOG_N] - idle[idle.shape[0] - 1])
+    scal[S_IDLE_SKIPPED] += periods * channels
+
+
+@njit(**JIT, forceinline=True)
+def _idle_all(idle, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count, scal, record):
+    """`_idle_probe` for every channel at once (the in-order front end's shared clock): record
+    them all, or say whether all match."""
+    for ch in range(idle.shape[0]):
+        if record:
+            _idle_probe(idle[ch], ch, clk, chan, rch, rbank, faw, open_row, n_faw, True)
+            _idle_mark(idle[ch], ch, cmd_count, scal)
+        elif not _idle_probe(idle[ch], ch, clk, chan, rch, rbank, faw, open_row, n_faw, False):
+            return False
+    return True
 
 
 @njit(**JIT, nogil=True)
@@ -1220,7 +1263,8 @@ def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_fi
                             idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw, False):
                         periods = (far - clk) // period - 1
                         _idle_skip(idle, ch, periods, period, chan, rch, rbank, faw,
-                                   cmd_count, scal)
+                                   cmd_count)
+                        _idle_logged(idle, scal, periods, 1)
                         clk += periods * period
                         probe_at = -1
                     elif probe_at < 0 or clk >= probe_at + period:

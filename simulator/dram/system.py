@@ -183,9 +183,10 @@ class MemorySystem:
                  skip_idle: bool = True):
         """`try_every_cycle`: each channel tries every CK cycle, rather than skipping to the
         next cycle where it could issue; slow, the reference that the skipping must agree
-        with to the command. `skip_idle`: per-channel front ends skip whole refresh periods
-        of a channel idle until its next request, once one period is seen to repeat (not
-        while logging commands or trying every cycle; tests compare with not skipping)."""
+        with to the command. `skip_idle`: skip whole refresh periods of channels idle until
+        their next request, once one period is seen to repeat (per channel on per-channel
+        front ends, all channels at once on the in-order one; not while logging commands or
+        trying every cycle; tests compare with not skipping)."""
         self.org, self.timing, self.controller = org, timing, controller
         self.try_every_cycle = try_every_cycle
         self.data_rate_gbps = data_rate_gbps
@@ -251,7 +252,10 @@ class MemorySystem:
         self._bank_cols = np.zeros((n_ch, n_banks), np.int64)
         self._lat_hist = np.zeros((self._threads, E.LAT_BINS), np.int64)
         skip = skip_idle and not log_commands and not try_every_cycle
-        self._idle = np.zeros((self._threads, E.idle_words(n_banks) if skip else 0), np.int64)
+        # scratch rows for skipping idle periods: one a thread (per-channel front ends), one a
+        # channel (the in-order front end watches them all at once)
+        self._idle = np.zeros((max(self._threads, n_ch), E.idle_words(n_banks) if skip else 0),
+                              np.int64)
         self._lat = np.full((3, C.N_COMMANDS, C.N_COMMANDS), E.NO_RULE, np.int64)
         for r in C.rules(timing):
             self._lat[r.level, r.prev, r.next] = max(self._lat[r.level, r.prev, r.next], r.latency)
@@ -328,7 +332,8 @@ class MemorySystem:
                         keys)
             E.run(*self._state(), self._scal[0], self._chan, *self._tables(),
                   self._lat_hist[0], self._lat, self._log, requests[0], keys, arrival,
-                  f["channel"], n, final, completion, self._settings())
+                  f["channel"], n, final, completion, self._settings(),
+                  self._idle[:self.org.channels])
         self._finished = self._finished or final
         return completion
 
