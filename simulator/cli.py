@@ -361,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "top", 1) < 0:
         parser.error("--top: expected a number >= 0")
+    if getattr(args, "workers", None) is not None and args.workers < 1:
+        parser.error(f"--workers: expected a number >= 1, got {args.workers}")
     try:
         return args.func(args)
     except InputError as exc:

@@ -78,6 +78,7 @@ def test_rerun_skips_finished_points_and_retries_failed_ones(tmp_path, monkeypat
     ("nBL=2,4", "$.memory.timing.cycles_ck.nBL: expected 2: a BL16 burst"),
     ("data_rate_gbps=14,0.001", "$.memory.data_rate_gbps: impossible timing set at this data rate"),
     ("data_rate_gbps=", "expected NAME=VALUE"),
+    ("l2_bytes=4194304,8388608,4194304", "expected distinct values for 'l2_bytes', got 4194304"),
 ])
 def test_invalid_axes_fail_before_anything_runs(tmp_path, capsys, monkeypatch, vary, words):
     monkeypatch.setattr(execute, "run_point", lambda *a: pytest.fail("a point ran"))
@@ -229,3 +230,12 @@ def test_forked_workers_start_their_own_threads():
         assert q.get(timeout=60) == (2, 3)
     finally:
         child.join(10)
+
+
+def test_zero_workers_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["sweep", "cnn", "--vary", "l2_bytes=4194304", "--workers", "0",
+              "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2 and "--workers: expected a number >= 1, got 0" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

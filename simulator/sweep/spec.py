@@ -99,6 +99,10 @@ def build(name: str, hardware: str, workloads: list[str], axes: dict[str, list[A
         if not values:
             raise InputError(f"expected at least one value for '{axis}'", file=source,
                              path=f"$.vary.{axis}")
+        twice = sorted({repr(v) for v in values if values.count(v) > 1})
+        if twice:  # (each would be a point of its own, run and listed again)
+            raise InputError(f"expected distinct values for '{axis}', got {', '.join(twice)} "
+                             f"more than once", file=source, path=f"$.vary.{axis}")
     path = resources.resolve("hardware", hardware)
     raw = load(path, "hardware")
     for w in workloads:
