@@ -149,6 +149,11 @@ BAD_WORKLOADS = [
     ("wrong type", lambda d: d["data"].update(batch_size="ten"), "$.data.batch_size",
      "expected integer"),
     ("zero size", lambda d: d["data"].update(batch_size=0), "$.data.batch_size", "> 0"),
+    # a billion layers would build a trace for hours; a billion-wide model overflowed int64
+    ("too many layers", lambda d: d["model"].update(num_encoder_layers=10**9),
+     "$.model.num_encoder_layers", "expected a number <= 4096"),
+    ("tensors past 64-bit byte counts", lambda d: d["model"].update(d_model=10**9),
+     "$.model", "expected a step whose tensors fit the simulator's 64-bit byte counts"),
     # Python's json reads 1e999 as an infinity, which every schema bound lets through
     ("infinite size", lambda d: d["data"].update(batch_size=1e999), "$.data.batch_size",
      "expected a finite number"),

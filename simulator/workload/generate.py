@@ -7,11 +7,15 @@ zero_grad(), so every .grad is allocated again during the backward pass.
 from __future__ import annotations
 
 from simulator.config.workload import WorkloadSpec
+from simulator.errors import InputError
 from simulator.workload import layers as L
 from simulator.workload import optimizers
 from simulator.workload.builder import TraceBuilder
 from simulator.workload.models import cnn, decoder, encoder, resnet, stream, transformer
 from simulator.workload.trace import Phase, Tensor, Trace
+
+# every tensor of a step together: byte counts, addresses and their sums are 64-bit integers
+MAX_STEP_BYTES = 2**60
 
 
 def build_trace(spec: WorkloadSpec) -> Trace:
@@ -31,7 +35,13 @@ def build_trace(spec: WorkloadSpec) -> Trace:
             logits.retained = loss.retained = False
     b.op_prefix = ""
     optimizers.step(b, spec.optimizer, unscale=spec.loss_scaling)
-    return b.trace()
+    trace = b.trace()
+    total = sum(t.nbytes for t in trace.tensors)
+    if total > MAX_STEP_BYTES:
+        raise InputError(f"expected a step whose tensors fit the simulator's 64-bit byte "
+                         f"counts (at most 2^60 B, 1 EiB), got {total:.3g} B", file=spec.path,
+                         path="$.model")
+    return trace
 
 
 def _forward(b: TraceBuilder, spec: WorkloadSpec, batch: int) -> tuple[Tensor, Tensor]:
