@@ -1123,45 +1123,35 @@ def _idle_period(settings):
 
 
 @njit(**JIT, forceinline=True)
+def _idle_word(idle, k, v, record):
+    """One word of `_idle_probe`'s state: recorded, or compared (True when it matches)."""
+    if record:
+        idle[k] = v
+        return True
+    return idle[k] == v
+
+
+@njit(**JIT, forceinline=True)
 def _idle_probe(idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw, record):
     """Compare the channel's state at clk with the one recorded (True when it matches), or
-    record it (`record`). Layout of `idle`: bounds, bank bounds, nFAW ring, open rows, channel
-    slots, then (recorded only) the command counts' and log count's start."""
+    record it (`record`). Layout of `idle`: bounds, bank bounds, nFAW ring and its position,
+    open rows, channel slots, then (`_idle_mark`) the command counts and the log's count."""
     same = True
     k = 0
     for c in range(rch.shape[1]):
-        v = max(rch[ch, c] - clk, 0)
-        if record:
-            idle[k] = v
-        elif idle[k] != v:
-            same = False
+        same &= _idle_word(idle, k, max(rch[ch, c] - clk, 0), record)
         k += 1
     for c in range(rbank.shape[1]):
         for b in range(rbank.shape[2]):
-            v = max(rbank[ch, c, b] - clk, 0)
-            if record:
-                idle[k] = v
-            elif idle[k] != v:
-                same = False
+            same &= _idle_word(idle, k, max(rbank[ch, c, b] - clk, 0), record)
             k += 1
     for j in range(4):
-        v = max(faw[ch, j] - clk, -n_faw)
-        if record:
-            idle[k] = v
-        elif idle[k] != v:
-            same = False
+        same &= _idle_word(idle, k, max(faw[ch, j] - clk, -n_faw), record)
         k += 1
-    v = faw[ch, 4] & 3
-    if record:
-        idle[k] = v
-    elif idle[k] != v:
-        same = False
+    same &= _idle_word(idle, k, faw[ch, 4] & 3, record)
     k += 1
     for b in range(open_row.shape[1]):
-        if record:
-            idle[k] = open_row[ch, b]
-        elif idle[k] != open_row[ch, b]:
-            same = False
+        same &= _idle_word(idle, k, open_row[ch, b], record)
         k += 1
     for j in range(N_CHANNEL_COUNTERS):
         v = chan[ch, j]
@@ -1169,10 +1159,7 @@ def _idle_probe(idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw, record):
             v = 0
         elif j == C_NEXT_REF or j == C_NEXT_TRY or j == C_ABUF_T:
             v = max(v - clk, 0)
-        if record:
-            idle[k] = v
-        elif idle[k] != v:
-            same = False
+        same &= _idle_word(idle, k, v, record)
         k += 1
     return same
 
