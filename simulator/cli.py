@@ -155,12 +155,11 @@ def cmd_workloads_list(args: argparse.Namespace) -> int:
 
 
 def cmd_workloads_show(args: argparse.Namespace) -> int:
-    from simulator.workload.generate import build_trace
+    from simulator.pipeline import load_step
     from simulator.workload.memory import profile
     from simulator.workload.trace import PHASES
 
-    spec = load_workload(args.workload)
-    trace = build_trace(spec)
+    spec, trace = load_step(args.workload)  # a trace file (.jsonl) too, as run and memory take
     mem = profile(trace)
     if args.json:
         _print_json({
@@ -339,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     _list_and_show(sub, "workloads", "list or show the shipped workloads",
                    ("every shipped workload with its size", cmd_workloads_list),
                    ("parameters, FLOPs and bytes per phase of a workload", cmd_workloads_show,
-                    "workload JSON file, or a shipped workload's name"))
+                    "workload JSON file, a shipped workload's name, or a trace file (.jsonl)"))
     return parser
 
 

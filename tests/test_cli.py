@@ -136,6 +136,19 @@ def test_workloads_list_and_show(capsys):
     assert json.loads(out)["parameters"] == 431_080
 
 
+def test_workloads_show_reads_a_trace_file(capsys, tmp_path):
+    """As run and memory do (it said 'invalid JSON': a trace is JSON Lines)."""
+    trace = tmp_path / "cnn.jsonl"
+    assert main(["trace", "cnn", "-o", str(trace)]) == 0
+    capsys.readouterr()
+    code, out, _ = run_cli(capsys, "workloads", "show", str(trace), "--json")
+    doc = json.loads(out)
+    code2, out2, _ = run_cli(capsys, "workloads", "show", "cnn", "--json")
+    assert code == code2 == 0
+    assert {k: v for k, v in doc.items() if k != "path"} == \
+        {k: v for k, v in json.loads(out2).items() if k != "path"}
+
+
 # --- bad input -------------------------------------------------------------------------------
 def _mutate(path, edit):
     doc = load_doc(path)

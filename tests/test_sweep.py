@@ -232,6 +232,16 @@ def test_forked_workers_start_their_own_threads():
         child.join(10)
 
 
+def test_engine_settings_on_an_hbm_card_are_refused(tmp_path, capsys):
+    """It said \"at $.memory.timing: 'source' is required\"; an HBM card has no timing set."""
+    for vary in ("nCL=20,24", "write_buffer=64"):
+        code = main(["sweep", "cnn", "--hardware", "a100-40gb", "--vary", vary,
+                     "--out", str(tmp_path / "out")])
+        err = capsys.readouterr().err
+        assert code == 2 and "is a setting of the GDDR6 engine; a100-40gb has HBM2" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_zero_workers_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["sweep", "cnn", "--vary", "l2_bytes=4194304", "--workers", "0",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from simulator.config.hardware import Hardware, devices_for_bus, parse_hardware
+from simulator.config.hardware import GDDR_TYPES, Hardware, devices_for_bus, parse_hardware
 from simulator.config.loader import schema, validate
 from simulator.errors import InputError
 from simulator.gpu import memory_path
@@ -66,6 +66,11 @@ def apply(raw: dict, settings: dict[str, Any], where: str) -> Hardware:
     edited = copy.deepcopy(raw)
     for name, value in settings.items():
         path = resolve(name).split(".")
+        if path[:2] in (["memory", "timing"], ["memory", "controller"]) \
+                and raw["memory"]["type"] not in GDDR_TYPES:
+            raise InputError(f"'{name}' is a setting of the GDDR6 engine; {raw['name']} has "
+                             f"{raw['memory']['type']} memory, which runs on the analytic "
+                             f"roofline only", file=where)
         if path[:2] == ["memory", "controller"] and "controller" not in edited["memory"]:
             # a card that states no controller runs on the GPU memory path: the setting
             # changes that one (a block of its own would start from the generic controller)
