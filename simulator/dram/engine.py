@@ -1107,6 +1107,7 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
 # are skipped, their commands counted (`_idle_probe`, `_idle_skip`). The state compared: every
 # timing bound relative to the clock (a bound already passed counts as the clock: none can bind
 # again), the nFAW ring likewise, open rows and the channel's slots; the scratch row holds it.
+IDLE_TIME_SLOTS = (C_NEXT_REF, C_NEXT_TRY, C_ABUF_T)  # the channel slots that hold a cycle
 
 
 def idle_words(n_banks: int) -> int:
@@ -1132,10 +1133,11 @@ def _idle_word(idle, k, v, record):
 
 
 @njit(**JIT, forceinline=True)
-def _idle_probe(idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw, record):
+def _idle_probe(idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count, scal, record):
     """Compare the channel's state at clk with the one recorded (True when it matches), or
-    record it (`record`). Layout of `idle`: bounds, bank bounds, nFAW ring and its position,
-    open rows, channel slots, then (`_idle_mark`) the command counts and the log's count."""
+    record it, with the command counts and the log's count the watched period starts from
+    (`record`). Layout of `idle`: bounds, bank bounds, nFAW ring and its position, open rows,
+    channel slots, command counts, the log's count."""
     same = True
     k = 0
     for c in range(rch.shape[1]):
@@ -1154,13 +1156,16 @@ def _idle_probe(idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw, record):
         same &= _idle_word(idle, k, open_row[ch, b], record)
         k += 1
     for j in range(N_CHANNEL_COUNTERS):
-        v = chan[ch, j]
-        if j == C_CLK:
-            v = 0
-        elif j == C_NEXT_REF or j == C_NEXT_TRY or j == C_ABUF_T:
-            v = max(v - clk, 0)
+        v = 0 if j == C_CLK else chan[ch, j]
+        for t in IDLE_TIME_SLOTS:
+            if j == t:
+                v = max(v - clk, 0)
         same &= _idle_word(idle, k, v, record)
         k += 1
+    if record:
+        for c in range(N_CMD):
+            idle[k + c] = cmd_count[ch, c]
+        idle[k + N_CMD] = scal[S_LOG_N]
     return same
 
 
@@ -1176,9 +1181,8 @@ def _idle_skip(idle, ch, periods, period, chan, rch, rbank, faw, cmd_count):
             rbank[ch, c, b] += shift
     for j in range(4):
         faw[ch, j] += shift
-    chan[ch, C_NEXT_REF] += shift
-    chan[ch, C_NEXT_TRY] += shift
-    chan[ch, C_ABUF_T] += shift
+    for t in IDLE_TIME_SLOTS:
+        chan[ch, t] += shift
     k = idle.shape[0] - N_CMD - 1
     # (the nFAW ring's count moves on by whole turns: the probe found its position repeat)
     faw[ch, 4] += periods * (cmd_count[ch, ACT] - idle[k + ACT]
@@ -1188,19 +1192,9 @@ def _idle_skip(idle, ch, periods, period, chan, rch, rbank, faw, cmd_count):
 
 
 @njit(**JIT, forceinline=True)
-def _idle_mark(idle, ch, cmd_count, scal):
-    """Record the command counts, and the log's in the row's last word, where a watched
-    period starts."""
-    k = idle.shape[0] - N_CMD - 1
-    for c in range(N_CMD):
-        idle[k + c] = cmd_count[ch, c]
-    idle[k + N_CMD] = scal[S_LOG_N]
-
-
-@njit(**JIT, forceinline=True)
 def _idle_logged(idle, scal, periods, channels):
     """After `channels` channels skipped `periods` periods: the log's count moved on by the
-    commands the watched period added (recorded by `_idle_mark` in idle's last word)."""
+    commands the watched period added (recorded by `_idle_probe` in idle's last word)."""
     scal[S_LOG_N] += periods * (scal[S_LOG_N] - idle[idle.shape[0] - 1])
     scal[S_IDLE_SKIPPED] += periods * channels
 
@@ -1210,10 +1204,8 @@ def _idle_all(idle, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count, scal
     """`_idle_probe` for every channel at once (the in-order front end's shared clock): record
     them all, or say whether all match."""
     for ch in range(idle.shape[0]):
-        if record:
-            _idle_probe(idle[ch], ch, clk, chan, rch, rbank, faw, open_row, n_faw, True)
-            _idle_mark(idle[ch], ch, cmd_count, scal)
-        elif not _idle_probe(idle[ch], ch, clk, chan, rch, rbank, faw, open_row, n_faw, False):
+        if not _idle_probe(idle[ch], ch, clk, chan, rch, rbank, faw, open_row, n_faw,
+                           cmd_count, scal, record):
             return False
     return True
 
@@ -1247,7 +1239,8 @@ def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_fi
                 if (far - clk > 3 * period and not blocked
                         and counts[ch, RBUF] + counts[ch, WBUF] + counts[ch, ABUF] == 0):
                     if probe_at >= 0 and clk == probe_at + period and _idle_probe(
-                            idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw, False):
+                            idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count,
+                            scal, False):
                         periods = (far - clk) // period - 1
                         _idle_skip(idle, ch, periods, period, chan, rch, rbank, faw,
                                    cmd_count)
@@ -1256,8 +1249,7 @@ def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_fi
                         probe_at = -1
                     elif probe_at < 0 or clk >= probe_at + period:
                         _idle_probe(idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw,
-                                    True)
-                        _idle_mark(idle, ch, cmd_count, scal)
+                                    cmd_count, scal, True)
                         probe_at = clk
                 else:
                     probe_at = -1
