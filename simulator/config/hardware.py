@@ -137,12 +137,7 @@ def _memory(raw: dict, file: str) -> MemorySpec:
         timing = ref.at_data_rate(t["reference_data_rate_gbps"], m["data_rate_gbps"])
         problems = timing.problems()
         if problems:  # the set holds at its own data rate, so the rate is what breaks it
-            field, text = problems[0]
-            raise InputError(
-                f"impossible timing set at this data rate: the set given at "
-                f"{t['reference_data_rate_gbps']:g} Gb/s, its analog timings kept in ns, "
-                f"rounds to {field} that breaks: expected {text}",
-                file=file, path="$.memory.data_rate_gbps")
+            _broken_at_rate("impossible timing set", problems[0][1], t, file)
         source = t["source"]
     elif "timing" in m or "wck_mode" in m:
         key = "timing" if "timing" in m else "wck_mode"
@@ -194,9 +189,16 @@ def _check_refresh(hw: Hardware, raw: dict, file: str) -> None:
     if as_stated is not None:
         raise InputError(f"expected {as_stated}", file=file,
                          path="$.memory.timing.cycles_ck.nREFI")
-    raise InputError(f"per-bank refresh impossible at this data rate: expected {text} (the "
-                     f"timing set rescaled from {stated['reference_data_rate_gbps']:g} Gb/s)",
-                     file=file, path="$.memory.data_rate_gbps")
+    _broken_at_rate("per-bank refresh impossible", text, stated, file)
+
+
+def _broken_at_rate(what: str, expected: str, timing: dict, file: str) -> None:
+    """A timing set that holds as stated, broken by the rescaling to the card's data rate:
+    the data rate is named, not the stated cycles."""
+    raise InputError(f"{what} at this data rate: expected {expected} (the set given at "
+                     f"{timing['reference_data_rate_gbps']:g} Gb/s, its analog timings kept "
+                     f"in ns, rounded up to this rate's CK)", file=file,
+                     path="$.memory.data_rate_gbps")
 
 
 def _address_mapping(raw: dict, memory: MemorySpec, file: str) -> AddressMapping | None:
