@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -42,3 +44,13 @@ def open_input(path: Path, expected: str, binary: bool = False) -> IO:
         raise InputError(f"expected {expected}, got a directory", file=str(path)) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc}", file=str(path)) from None
+
+
+@contextmanager
+def staged_beside(target: Path) -> Iterator[None]:
+    """Making a temporary file or folder beside an output: a failure (no folder can be made
+    there, no permission) names the output asked for, not the temporary name."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(target)) from None

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from simulator.errors import InputError
+from simulator.errors import InputError, staged_beside
 from simulator.pipeline import RunResult
 
 
@@ -23,11 +23,9 @@ def publish(out_dir: Path, files: dict[str, bytes]) -> list[Path]:
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError("expected a directory for the output, got a file", file=str(out_dir))
-    try:
+    with staged_beside(out_dir):
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
-    except OSError as exc:  # named by the folder asked for, not the staging one
-        raise OSError(exc.errno, exc.strerror, str(out_dir)) from None
     try:
         for name, data in files.items():
             (staging / name).write_bytes(data)

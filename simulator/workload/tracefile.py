@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.config.loader import record_check
-from simulator.errors import InputError, open_input
+from simulator.errors import InputError, open_input, staged_beside
 from simulator.workload.trace import (
     Access,
     Category,
@@ -60,11 +60,9 @@ def records(trace: Trace, source: dict | None = None,
 def write(trace: Trace, path: Path, source: dict | None = None,
           captured: dict | None = None) -> None:
     """Write atomically: a temporary file beside the target, renamed when complete."""
-    try:
+    with staged_beside(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:  # named by the file asked for, not the temporary one
-        raise OSError(exc.errno, exc.strerror, str(path)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             for rec in records(trace, source, captured):
