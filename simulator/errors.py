@@ -1,4 +1,5 @@
-"""One error type for bad input, so the CLI can print it plainly and exit 2."""
+"""One error type for bad input, so the CLI can print it plainly and exit 2; and outputs
+named by what was asked for when they cannot be staged."""
 
 from __future__ import annotations
 
