@@ -38,20 +38,32 @@ def tck_ns(data_rate_gbps: float) -> float:
     return 1.0 / ck_frequency_GHz(data_rate_gbps)
 
 
-def fmt_bytes(n: float) -> str:
-    """Human-readable binary size, e.g. '1.03 GiB'."""
+def byte_unit(n: float) -> tuple[str, int]:
+    """The binary unit a size reads best in: (name, bytes in one)."""
     for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
         if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
+            return unit, size
+    return "B", 1
+
+
+def fmt_bytes(n: float) -> str:
+    """Human-readable binary size, e.g. '1.03 GiB'."""
+    unit, size = byte_unit(n)
+    return f"{n / size:.2f} {unit}" if size > 1 else f"{int(n)} B"
+
+
+def time_unit(s: float) -> tuple[str, float]:
+    """The unit a duration reads best in: (name, seconds in one)."""
+    if s >= 1:
+        return "s", 1.0
+    if s >= 1e-3:
+        return "ms", 1e-3
+    return "us", 1e-6
 
 
 def fmt_seconds(s: float) -> str:
-    if s >= 1:
-        return f"{s:.3f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3f} ms"
-    return f"{s * 1e6:.2f} us"
+    unit, size = time_unit(s)
+    return f"{s / size:.{2 if unit == 'us' else 3}f} {unit}"
 
 
 def fmt_flops(f: float) -> str:

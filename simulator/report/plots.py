@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from simulator.pipeline import RunResult
-from simulator.units import GB, TERA, GiB
+from simulator.units import GB, TERA, byte_unit, fmt_bytes, time_unit
 from simulator.workload.memory import CATEGORIES
 from simulator.workload.trace import PHASES
 
@@ -105,42 +105,93 @@ def roofline(r: RunResult):
     return fig
 
 
+def _step_edges(ops) -> np.ndarray:
+    """Each op's start in the step, and the step's end (s): ops run back to back."""
+    return np.concatenate([[0.0], np.cumsum([o.time_s for o in ops])])
+
+
 def bandwidth_over_time(r: RunResult):
     """DRAM bandwidth each op draws, over the step's time, against the peak."""
     est = r.estimate
+    edges = _step_edges(est.ops)
+    t_unit, t_size = time_unit(edges[-1])
     fig, ax = _figure(9, 3.5)
-    start = 0.0
-    for o in est.ops:
+    for o, a, b in zip(est.ops, edges[:-1], edges[1:], strict=True):
         if o.time_s > 0:
             bw = o.bytes_to_dram / o.time_s / GB
-            ax.fill_between([start * 1e3, (start + o.time_s) * 1e3], 0, bw,
+            ax.fill_between([a / t_size, b / t_size], 0, bw,
                             color=PHASE_COLORS[o.op.phase.value], alpha=0.7, lw=0)
-        start += o.time_s
     ax.axhline(r.hardware.memory.peak_bandwidth_GBps, color="black", lw=1, ls="--",
                label="peak")
-    ax.set_xlabel("time in the step (ms)")
+    ax.set_xlabel(f"time in the step ({t_unit})")
     ax.set_ylabel("DRAM bandwidth (GB/s)")
     ax.set_title("bandwidth over time (forward blue, backward red, optimizer green)")
-    ax.set_xlim(0, max(start * 1e3, 1e-9))
+    ax.set_xlim(0, max(edges[-1] / t_size, 1e-9))
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     return fig
 
 
+# A capacity up to this many times the peak is drawn to scale. Above it the axis fits the
+# peak and the capacity is written on the plot: a line at 16 GiB would flatten a 15 MiB
+# step to nothing.
+CAPACITY_IN_VIEW = 4.0
+
+
+def _phase_runs(ops, edges: np.ndarray) -> list[tuple[str, float, float]]:
+    """(phase, start, end) of each run of consecutive ops of one phase (s)."""
+    runs: list[tuple[str, float, float]] = []
+    for o, a, b in zip(ops, edges[:-1], edges[1:], strict=True):
+        phase = o.op.phase.value
+        if runs and runs[-1][0] == phase:
+            runs[-1] = (phase, runs[-1][1], b)
+        else:
+            runs.append((phase, a, b))
+    return runs
+
+
 def memory_timeline(r: RunResult):
-    """Live bytes by category over the step's time, against the card's capacity."""
+    """Live bytes by category while each op runs, each op over its own time, against the
+    card's capacity. Drawn from what is live during an op (its outputs included), not after
+    it, so that the highest point is the peak the reports state."""
     est, mem = r.estimate, r.memory
-    ends = np.cumsum([o.time_s for o in est.ops]) * 1e3
+    cap, peak = r.hardware.memory.capacity_bytes, mem.peak_bytes
+    edges = _step_edges(est.ops)
+    t_unit, t_size = time_unit(edges[-1])
+    cap_in_view = cap <= CAPACITY_IN_VIEW * peak
+    b_unit, b_size = byte_unit(max(peak, cap) if cap_in_view else peak)
     fig, ax = _figure(9, 3.5)
-    layers = mem.live_after.T / GiB
-    labels = [c.value for c in CATEGORIES]
-    ax.stackplot(ends, layers, labels=labels, alpha=0.85, step="pre")
-    ax.axhline(r.hardware.memory.capacity_bytes / GiB, color="black", lw=1, ls="--",
-               label="capacity")
-    ax.set_xlabel("time in the step (ms)")
-    ax.set_ylabel("live (GiB)")
-    ax.set_title(f"memory over the step: peak {mem.peak_bytes / GiB:.2f} GiB")
-    ax.legend(fontsize=7, loc="upper left", ncol=4)
+    x = edges / t_size
+    if len(est.ops):
+        layers = mem.during.T / b_size
+        # (step="post": an op's bytes hold from its start to the next op's; the last value
+        # is repeated to close the step)
+        ax.stackplot(x, np.concatenate([layers, layers[:, -1:]], axis=1), step="post",
+                     alpha=0.85, labels=[c.value if layers[i].any() else f"_{c.value}"
+                                         for i, c in enumerate(CATEGORIES)])
+        p = mem.peak_op
+        ax.plot([(x[p] + x[p + 1]) / 2], [peak / b_size], "v", color="black", ms=6,
+                label=f"peak, at {est.ops[p].op.name}")
+    for i, (phase, a, b) in enumerate(_phase_runs(est.ops, edges)):
+        if i:
+            ax.axvline(a / t_size, color="grey", lw=0.6, ls=":")
+        ax.text((a + b) / 2 / t_size, 1.0, phase, transform=ax.get_xaxis_transform(),
+                ha="center", va="bottom", fontsize=7, color=PHASE_COLORS[phase])
+    top = max(peak, cap) if cap_in_view else peak
+    if cap_in_view:
+        ax.axhline(cap / b_size, color="black", lw=1, ls="--",
+                   label=f"capacity {fmt_bytes(cap)}")
+    else:  # (in the legend only)
+        ax.plot([], [], color="black", lw=1, ls="--",
+                label=f"capacity {fmt_bytes(cap)},\noff scale")
+    ax.set_ylim(0, top * 1.1 / b_size if top else 1)
+    ax.set_xlim(0, max(x[-1], 1e-9))
+    ax.set_xlabel(f"time in the step ({t_unit})")
+    ax.set_ylabel(f"live ({b_unit})")
+    verdict = (f"{peak / cap * 100:.1f} % of {fmt_bytes(cap)}" if r.fits
+               else f"DOES NOT FIT in {fmt_bytes(cap)}")
+    ax.set_title(f"memory over the step: peak {fmt_bytes(peak)}, {verdict}", pad=14)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
