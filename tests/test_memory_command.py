@@ -61,3 +61,19 @@ def test_smaller_batch_is_the_largest_that_fits():
 def test_text_report(capsys):
     code, out, _ = run_memory(capsys, "llama-7b", "--hardware", "a40")
     assert code == 0 and "DOES NOT FIT" in out and "remedies" in out and "ZeRO" in out
+
+
+def test_combined_takes_every_single_gpu_remedy(capsys):
+    """LLaMA-7B (bf16) on a 40 GB A100: no one remedy on one GPU fits, all of them together
+    do (the combined row once left out the fused optimizer and said no)."""
+    code, out, _ = run_memory(capsys, "llama-7b", "--hardware", "a100-40gb", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    names = {r["name"]: r for r in doc["remedies"]}
+    single_gpu = [r for name, r in names.items()
+                  if name != "combined" and not name.startswith("ZeRO")]
+    assert single_gpu and not any(r["fits"] for r in single_gpu)
+    combined = names["combined"]
+    assert combined["change"] == "full checkpointing + fused optimizer + 8-bit state"
+    assert combined["fits"]
+    assert combined["peak_bytes"] < min(r["peak_bytes"] for r in single_gpu)

@@ -105,15 +105,30 @@ def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Rem
                          dataclasses.replace(spec, optimizer=dataclasses.replace(
                              spec.optimizer, state_dtype="int8"))))
     out += _sharding(base, capacity)
-    # everything at once
-    combined = dataclasses.replace(
-        spec, execution=dataclasses.replace(ex, checkpointing="full",
-                                            autocast=ex.autocast or (
-                                                "bf16" if spec.dtype == "fp32" else None)),
-        optimizer=dataclasses.replace(spec.optimizer, state_dtype="int8"))
-    out.append(tried("combined", "full checkpointing + mixed precision + 8-bit state",
-                     combined))
+    # everything that keeps the batch and the one GPU, at once
+    combined, changes = _combined(spec)
+    if len(changes) > 1:
+        out.append(tried("combined", " + ".join(changes), combined))
     return out
+
+
+def _combined(spec: WorkloadSpec) -> tuple[WorkloadSpec, list[str]]:
+    """The workload with every remedy that keeps its batch and its one GPU (full
+    checkpointing, mixed precision, a fused optimizer, 8-bit state), and the changes made."""
+    ex, opt, changes = spec.execution, spec.optimizer, []
+    if ex.checkpointing != "full":
+        ex = dataclasses.replace(ex, checkpointing="full")
+        changes.append("full checkpointing")
+    if spec.dtype == "fp32" and ex.autocast is None:
+        ex = dataclasses.replace(ex, autocast="bf16")
+        changes.append("mixed precision")
+    if opt.implementation != "fused":
+        opt = dataclasses.replace(opt, implementation="fused")
+        changes.append("fused optimizer")
+    if opt.state_dtype != "int8":
+        opt = dataclasses.replace(opt, state_dtype="int8")
+        changes.append("8-bit state")
+    return dataclasses.replace(spec, execution=ex, optimizer=opt), changes
 
 
 def _sharding(base: MemoryProfile, capacity: int) -> list[Remedy]:
