@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-
 from conftest import REPO, load_doc
+
 from simulator.pipeline import analyze
 from simulator.report.plots import bandwidth_over_time, memory_timeline
 from simulator.units import GiB, MiB

@@ -13,7 +13,7 @@ from simulator.cli import main
 from simulator.config.hardware import load_hardware
 from simulator.gpu import memory_path
 from simulator.sweep import execute
-from simulator.sweep.report import elasticities
+from simulator.sweep.report import elasticities, figures
 from simulator.sweep.spec import build, load_sweep
 
 GRID = ["--vary", "data_rate_gbps=10,14", "--vary", "bus_width_bits=128,256"]
@@ -37,7 +37,7 @@ def test_shorthand_writes_every_point(tmp_path, capsys):
     # more bandwidth never slows the step; peak bandwidth follows the settings
     assert by[(14, 256)]["step_time_s"] < by[(10, 128)]["step_time_s"]
     assert by[(14, 256)]["peak_bandwidth_GBps"] == pytest.approx(14 * 256 / 8)
-    for plot in ("step_time", "bandwidth", "bottleneck", "heatmap.cnn"):
+    for plot in ("step_time", "speedup", "bandwidth", "bottleneck", "heatmap.cnn"):
         assert mpimg.imread(out / f"cnn-t4.{plot}.png").ndim == 3
     assert "Elasticity" in capsys.readouterr().out
 
@@ -249,3 +249,33 @@ def test_zero_workers_is_refused(tmp_path, capsys):
     assert exit_.value.code == 2 and "--workers: expected a number >= 1, got 0" in \
         capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def _rows(times: dict[tuple[str, int], float]) -> list[dict]:
+    return [{"workload": w, "param.data_rate_gbps": rate, "step_time_s": t, "error": None}
+            for (w, rate), t in times.items()]
+
+
+def test_speedup_plot_compares_workloads_of_any_size():
+    """A 0.5 ms CNN beside a 40 ms Transformer: the step-time plot goes to a log scale (on a
+    linear one the CNN lay flat along the bottom), and the speedup plot puts both at 1 at the
+    first value and at (first step / step) after it."""
+    times = {("cnn", 10): 0.6e-3, ("cnn", 14): 0.4e-3,
+             ("transformer", 10): 44e-3, ("transformer", 14): 33e-3}
+    axes = {"data_rate_gbps": [10, 14]}
+    figs = figures(_rows(times), axes, ["cnn", "transformer"])
+    assert figs["step_time"].axes[0].get_yscale() == "log"
+    lines = {line.get_label(): list(line.get_ydata()) for line in figs["speedup"].axes[0].lines}
+    assert lines["cnn"] == pytest.approx([1.0, 1.5])
+    assert lines["transformer"] == pytest.approx([1.0, 44 / 33])
+    # workloads of one size keep a linear axis
+    close = {k: v for k, v in times.items() if k[0] == "transformer"}
+    assert figures(_rows(close), axes, ["transformer"])["step_time"].axes[0].get_yscale() \
+        == "linear"
+
+
+def test_speedup_plot_leaves_out_a_workload_without_its_first_value():
+    rows = _rows({("cnn", 10): 0.6e-3, ("cnn", 14): 0.4e-3})
+    rows[0]["error"] = "boom"
+    lines = figures(rows, {"data_rate_gbps": [10, 14]}, ["cnn"])["speedup"].axes[0].lines
+    assert "cnn" not in [line.get_label() for line in lines]

@@ -1,9 +1,11 @@
 """A finished sweep as files: CSV and JSON of every point, plots, and a sensitivity summary.
 
-Plots vary one parameter at a time with the others at their first listed value: step time and
-achieved DRAM bandwidth per workload, the memory-bound share of the step (where it crosses
-50 % the bottleneck shifts between memory and compute) and, where the card's price is known,
-steps per hour per $1000. Two varied parameters also get a heatmap of step time.
+Plots vary one parameter at a time with the others at their first listed value: step time (on a
+log scale where workloads' times differ tenfold), the speedup over the first value (what the
+change buys, comparable across workloads) and achieved DRAM bandwidth per workload, the
+memory-bound share of the step (where it crosses 50 % the bottleneck shifts between memory and
+compute) and, where the card's price is known, steps per hour per $1000. Two varied parameters
+also get a heatmap of step time.
 
 Elasticity of step time to a parameter, d ln(step) / d ln(value), is the least-squares slope
 over the points along its axis (others at their first value): -1 means the step time falls in
@@ -87,21 +89,43 @@ def _csv(rows: list[dict], axes: dict[str, list]) -> str:
     return buf.getvalue()
 
 
-def _line_plot(rows, axes, workloads, key, label, scale=1.0):
+# Workloads whose step times differ more than this share a plot on a log scale, so that the
+# small one is not flattened along the bottom.
+LOG_SPREAD = 10.0
+
+
+def _line_plot(rows, axes, workloads, key, label, scale=1.0, speedup=False):
+    """One panel per axis, one line per workload. With `speedup`, each line is the first
+    value's result over each value's (the axis's first value, the others at theirs, is 1):
+    workloads of any size compare on one scale."""
     fig = Figure(figsize=(4.5 * len(axes), 3.6))
     subplots = fig.subplots(1, len(axes), squeeze=False)[0]
+    drawn: list[float] = []
     for ax, axis in zip(subplots, axes, strict=True):
         for w in workloads:
             sel = [r for r in _axis_rows(rows, axes, axis, w) if r.get(key) is not None]
+            if speedup and sel and sel[0][f"param.{axis}"] != axes[axis][0]:
+                sel = []  # (no result at the first value to compare with)
             if sel:
                 xs = [str(r[f"param.{axis}"]) for r in sel]
-                ax.plot(xs, [r[key] * scale for r in sel], marker="o", label=w)
+                ys = [r[key] * scale for r in sel]
+                if speedup:
+                    ys = [ys[0] / y for y in ys]
+                ax.plot(xs, ys, marker="o", label=w)
+                drawn += ys
         if key == "memory_bound_share":
             ax.axhline(50, color="grey", ls="--", lw=0.8, label="memory = compute")
+        if speedup:
+            ax.axhline(1, color="grey", ls="--", lw=0.8)
         ax.set_xlabel(axis)
         ax.set_ylabel(label)
-        ax.grid(True, lw=0.3, alpha=0.5)
-    subplots[0].legend(fontsize=7)
+        ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    positive = [y for y in drawn if y > 0]
+    if not speedup and positive and max(positive) > LOG_SPREAD * min(positive):
+        for ax in subplots:
+            ax.set_yscale("log")
+    if subplots[0].get_legend_handles_labels()[0]:  # (none where every point failed)
+        subplots[0].legend(fontsize=7)
     fig.tight_layout()
     return fig
 
@@ -135,6 +159,8 @@ def _heatmap(rows, axes, workload):
 def figures(rows: list[dict], axes: dict[str, list], workloads: list[str]) -> dict[str, Figure]:
     figs = {
         "step_time": _line_plot(rows, axes, workloads, "step_time_s", "step time (ms)", 1e3),
+        "speedup": _line_plot(rows, axes, workloads, "step_time_s",
+                              "speedup over the first value (x)", speedup=True),
         "bandwidth": _line_plot(rows, axes, workloads, "achieved_bandwidth_GBps",
                                 "achieved DRAM bandwidth (GB/s)"),
         "bottleneck": _line_plot(rows, axes, workloads, "memory_bound_share",
