@@ -5,7 +5,7 @@ import pytest
 from conftest import REPO, load_doc
 
 from simulator.pipeline import analyze
-from simulator.report.plots import bandwidth_over_time, memory_timeline
+from simulator.report.plots import bandwidth_over_time, memory_timeline, roofline
 from simulator.units import GiB, MiB
 
 
@@ -64,3 +64,22 @@ def test_bandwidth_plot_takes_the_steps_unit():
     tops = [c.get_paths()[0].vertices[:, 1].max() for c in ax.collections]
     drawn = [o for o in r.estimate.ops if o.time_s > 0]
     assert np.allclose(tops, [o.bytes_to_dram / o.time_s / 1e9 for o in drawn])
+
+
+def test_roofline_draws_the_dram_ceiling_the_replay_sustained():
+    r = analyze("cnn", "t4", fidelity="sampled")
+    busy = r.estimate.replay.bottlenecks.dram_busy_share
+    assert 0.5 < busy < 1
+    ax = roofline(r).axes[0]
+    lines = {line.get_label(): line for line in ax.lines}
+    peak = lines["DRAM 320 GB/s"]
+    sustained = [line for label, line in lines.items() if label.startswith("DRAM sustained")]
+    assert len(sustained) == 1
+    assert f"data bus busy {busy * 100:.1f} % in DRAM-bound ops" in sustained[0].get_label()
+    # below the compute ceilings, the sustained line is the peak one scaled by the busy share
+    x, y = sustained[0].get_data()
+    x_peak, y_peak = peak.get_data()
+    assert y[0] / x[0] == pytest.approx(busy * y_peak[0] / x_peak[0])
+    # the analytic roofline has no replay, so no sustained ceiling
+    plain = roofline(analyze("cnn", "t4", fidelity="analytic")).axes[0]
+    assert not any(line.get_label().startswith("DRAM sustained") for line in plain.lines)

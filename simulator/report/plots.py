@@ -35,8 +35,9 @@ def _positions(ops) -> tuple[np.ndarray, np.ndarray]:
 def roofline(r: RunResult):
     """Each op at (FLOP per DRAM byte, achieved FLOP/s), sized by its time, coloured by phase,
     under the DRAM and L2 ceilings and one compute ceiling per data type, with the ridge
-    points. A replay also shows each op's analytic position (hollow), joined to its simulated
-    one, so the distance is what DRAM, L2 and compute losses cost."""
+    points. A replay adds the DRAM ceiling it sustained (peak x the data bus's busy share in
+    DRAM-bound ops) below the peak one, and each op's analytic position (hollow) joined to its
+    simulated one, so the distance is what DRAM, L2 and compute losses cost."""
     hw, est = r.hardware, r.estimate
     bw = hw.peak_bandwidth_Bps
     fig, ax = _figure(9, 6)
@@ -57,6 +58,12 @@ def roofline(r: RunResult):
     xs = np.logspace(np.log10(x_min), np.log10(x_max), 200)
     ax.plot(xs, np.minimum(bw * xs, top), color="black", lw=1.5,
             label=f"DRAM {hw.memory.peak_bandwidth_GBps:.0f} GB/s")
+    if simulated and est.replay.bottlenecks.dram_busy_share > 0:
+        # the memory ceiling the replay found: the data bus's busy share in DRAM-bound ops
+        busy = est.replay.bottlenecks.dram_busy_share
+        ax.plot(xs, np.minimum(bw * busy * xs, top), color="black", lw=1.0, ls="--",
+                label=f"DRAM sustained {bw * busy / GB:.0f} GB/s (simulated: data bus busy "
+                f"{busy * 100:.1f} % in DRAM-bound ops)")
     if simulated:
         l2 = est.replay.l2_bandwidth_GBps * GB
         ax.plot(xs, np.minimum(l2 * xs, top), color="purple", lw=1.0, ls="-.",
