@@ -1,8 +1,10 @@
 """`run --out DIR`: the plots and the HTML report are produced, valid, and agree with the JSON."""
 
 import base64
+import html as htmllib
 import io
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import matplotlib.image as mpimg
@@ -42,7 +44,22 @@ def test_report_files(tmp_path, capsys):
     slowest = max(doc["ops"], key=lambda o: o["time_s"])
     row = f"{slowest['achieved_bandwidth_GBps']:.1f}"
     assert row in text and row in html
+    # the phase table and the slowest ops, cell for cell as the text report has them
+    lines = text.splitlines()
+    for caption, table in zip(("Phases (", "Top 10 ops"), _html_tables(html), strict=True):
+        at = next(i for i, line in enumerate(lines) if line.startswith(caption)) + 1
+        end = lines.index("", at)
+        shown = [re.split(r"\s{2,}", line.strip()) for line in lines[at:end]]
+        assert len(shown) == (len(table) if caption == "Phases (" else 11)
+        assert [[c for c in row if c] for row in table][:len(shown)] == shown
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
+
+
+def _html_tables(html: str) -> list[list[list[str]]]:
+    """Each table's rows as lists of cell texts."""
+    return [[[htmllib.unescape(c) for c in re.findall(r"<t[hd]>(.*?)</t[hd]>", row)]
+             for row in re.findall(r"<tr>(.*?)</tr>", t)]
+            for t in re.findall(r"<table>(.*?)</table>", html)]
 
 
 def test_out_that_is_a_file_fails_cleanly(tmp_path, capsys):

@@ -6,8 +6,8 @@ import base64
 import html
 
 from simulator.pipeline import RunResult
-from simulator.report.text import achieved_GBps, bottleneck_lines, fidelity_line, step_line
-from simulator.units import fmt_bytes, fmt_flops, fmt_seconds
+from simulator.report.text import bottleneck_lines, fidelity_line, op_rows, phase_rows, step_line
+from simulator.units import fmt_bytes, fmt_seconds
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -23,22 +23,7 @@ def _table(rows: list[list[str]]) -> str:
 def report(r: RunResult, pngs: dict[str, bytes]) -> str:
     est, mem, hw, spec = r.estimate, r.memory, r.hardware, r.workload
     cap = hw.memory.capacity_bytes
-    analytic = est.analytic
-    ana_phase = {p.phase: p.time_s for p in analytic.phases()}
-    phases = [["phase", "ops", "FLOPs", "read", "written", "FLOP/B", "time", "analytic",
-               "bound"]]
-    for p in est.phases():
-        phases.append([p.phase.value, str(p.ops), fmt_flops(p.flops), fmt_bytes(p.bytes_read),
-                       fmt_bytes(p.bytes_written), f"{p.arithmetic_intensity:.1f}",
-                       fmt_seconds(p.time_s), fmt_seconds(ana_phase[p.phase]), p.bound])
-    ana_op = {o.op.index: o.time_s for o in analytic.ops}
-    ops = [["op", "phase", "kind", "FLOPs", "DRAM bytes", "FLOP/B", "time", "analytic", "GB/s",
-            "bound"]]
-    for o in est.slowest(25):
-        ops.append([o.op.name, o.op.phase.value, o.op.kind, fmt_flops(o.op.flops),
-                    fmt_bytes(o.bytes_to_dram), f"{o.op.arithmetic_intensity:.1f}",
-                    fmt_seconds(o.time_s), fmt_seconds(ana_op[o.op.index]),
-                    f"{achieved_GBps(o):.1f}", o.bound])
+    phases, ops = phase_rows(est), op_rows(est, 25)
     summary = bottleneck_lines(est)[1:] if est.replay is not None else []
     bottlenecks = ("<h2>Bottlenecks</h2><ul>"
                    + "".join(f"<li>{html.escape(line.strip())}</li>" for line in summary)
@@ -59,7 +44,8 @@ td:first-child,th:first-child{{text-align:left}} img{{max-width:100%}}</style></
 <p id="summary">step time <b id="step-time">{fmt_seconds(est.step_time_s)}</b>
 ({html.escape(fidelity_line(est))}); <span id="step-line">{html.escape(step_line(est))}</span>;
 {r.trace.parameter_count:,} parameters; peak memory
-<b id="peak">{mem.peak_bytes:,} B</b> of {cap:,} B: {fits}; DRAM {hw.memory.type}
+<b id="peak">{mem.peak_bytes:,} B</b> ({fmt_bytes(mem.peak_bytes)}) of {cap:,} B
+({fmt_bytes(cap)}): {fits}; DRAM {hw.memory.type}
 {hw.memory.bus_width_bits}-bit at {hw.memory.data_rate_gbps:g} Gb/s per pin =
 {hw.memory.peak_bandwidth_GBps:.1f} GB/s peak.</p>
 <h2>Phases</h2>{_table(phases)}

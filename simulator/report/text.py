@@ -124,6 +124,20 @@ def run_report(r: RunResult, top: int = 10) -> str:
         "",
         f"Phases (time: {fidelity_line(est)}; ops run back to back)",
     ]
+    simulated = est.analytic is not est
+    lines += table(phase_rows(est), "<>>>>>>>" + (">" if simulated else "") + "<")
+    lines += ["", f"Top {min(top, len(est.ops))} ops by time (DRAM bytes after the L2; "
+              "GB/s: DRAM bytes over the op's time)"]
+    lines += table(op_rows(est, top), "<<<>>>>" + (">" if simulated else "") + "><<")
+    if est.replay is not None:
+        lines += ["", *bottleneck_lines(est)]
+    lines += ["", step_line(est)]
+    return "\n".join(lines)
+
+
+def phase_rows(est: StepEstimate) -> list[list[str]]:
+    """The phase table (header first, the step last), as the text and HTML reports show it;
+    a replay has the analytic time beside its own."""
     analytic = est.analytic
     simulated = analytic is not est
     ana_phase = {p.phase: p.time_s for p in analytic.phases()}
@@ -139,28 +153,27 @@ def run_report(r: RunResult, top: int = 10) -> str:
                      f"{p.bound} ({_pct(p.memory_bound_time_s / p.time_s if p.time_s else 0)} "
                      "of time memory-bound)"])
     total_flops = sum(p.flops for p in est.phases())
-    rows.append(["step", str(len(trace.ops)), fmt_flops(total_flops),
+    rows.append(["step", str(len(est.ops)), fmt_flops(total_flops),
                  fmt_bytes(sum(p.bytes_read for p in est.phases())),
                  fmt_bytes(sum(p.bytes_written for p in est.phases())), "", fmt_seconds(step),
                  *([fmt_seconds(analytic.step_time_s)] if simulated else []), "100.0 %", ""])
-    lines += table(rows, "<>>>>>>>" + (">" if simulated else "") + "<")
-    lines += ["", f"Top {min(top, len(est.ops))} ops by time (DRAM bytes after the L2; "
-              "GB/s: DRAM bytes over the op's time)"]
-    ana_op = {o.op.index: o.time_s for o in analytic.ops}
+    return rows
+
+
+def op_rows(est: StepEstimate, top: int) -> list[list[str]]:
+    """The `top` slowest ops (header first), as the text and HTML reports show them."""
+    simulated = est.analytic is not est
+    ana_op = {o.op.index: o.time_s for o in est.analytic.ops}
     rows = [["op", "phase", "kind", "FLOPs", "DRAM bytes", "FLOP/B", "time",
              *(["analytic"] if simulated else []), "GB/s", "bound", "ceiling"]]
     for o in est.slowest(top):
-        ai = o.op.arithmetic_intensity
         rows.append([o.op.name, o.op.phase.value, o.op.kind, fmt_flops(o.op.flops),
-                     fmt_bytes(o.bytes_to_dram), f"{ai:.1f}", fmt_seconds(o.time_s),
+                     fmt_bytes(o.bytes_to_dram), f"{o.op.arithmetic_intensity:.1f}",
+                     fmt_seconds(o.time_s),
                      *([fmt_seconds(ana_op[o.op.index])] if simulated else []),
                      f"{achieved_GBps(o):.1f}", o.bound,
                      o.ceiling if o.bound == "compute" else "-"])
-    lines += table(rows, "<<<>>>>" + (">" if simulated else "") + "><<")
-    if est.replay is not None:
-        lines += ["", *bottleneck_lines(est)]
-    lines += ["", step_line(est)]
-    return "\n".join(lines)
+    return rows
 
 
 def achieved_GBps(o: OpTime) -> float:
