@@ -48,3 +48,17 @@ def test_capture_bad_targets(capsys):
     assert "cannot import" in capsys.readouterr().err
     assert main(["capture", f"{SEEDS}:nothing_here", "-o", "x.jsonl"]) == 2
     assert "has no function" in capsys.readouterr().err
+
+
+def test_torch_fused_lists_the_optimizers_torch_has_a_fused_kernel_for():
+    """`memory` says which fused remedies torch.optim cannot give (config.workload)."""
+    import inspect
+
+    from simulator.config.workload import _OPTIMIZER_KEYS, TORCH_FUSED
+
+    classes = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "adamax": "Adamax",
+               "rmsprop": "RMSprop", "adagrad": "Adagrad"}
+    assert set(classes) == set(_OPTIMIZER_KEYS)
+    fused = {kind for kind, name in classes.items()
+             if "fused" in inspect.signature(getattr(torch.optim, name).__init__).parameters}
+    assert fused == TORCH_FUSED

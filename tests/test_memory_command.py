@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from simulator.cli import main
 
 
@@ -77,3 +79,24 @@ def test_combined_takes_every_single_gpu_remedy(capsys):
     assert combined["change"] == "full checkpointing + fused optimizer + 8-bit state"
     assert combined["fits"]
     assert combined["peak_bytes"] < min(r["peak_bytes"] for r in single_gpu)
+
+
+@pytest.mark.parametrize("optimizer, custom", [("adam", False), ("adagrad", False),
+                                               ("rmsprop", True), ("adamax", True)])
+def test_a_fused_remedy_says_where_torch_has_no_fused_kernel(optimizer, custom):
+    """torch.optim has fused=True for SGD, Adam, AdamW and Adagrad only (PyTorch 2.13)."""
+    import dataclasses
+
+    from simulator.config.workload import load_workload
+    from simulator.workload.generate import build_trace
+    from simulator.workload.memory import profile
+    from simulator.workload.remedies import remedies
+
+    spec = load_workload("cnn")
+    spec = dataclasses.replace(spec, optimizer=dataclasses.replace(spec.optimizer,
+                                                                   type=optimizer))
+    base = profile(build_trace(spec))
+    fixes = {r.name: r for r in remedies(spec, base.peak_bytes // 2, base)}
+    note = f"(a custom kernel: torch.optim has no fused {optimizer})"
+    assert (note in fixes["fused optimizer"].change) is custom
+    assert (note in fixes["combined"].change) is custom

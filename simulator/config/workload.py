@@ -52,6 +52,9 @@ _OPTIMIZER_KEYS = {"sgd": _COMMON | {"momentum"},
                    "adamax": _COMMON | {"betas", "eps"},
                    "rmsprop": _COMMON | {"alpha", "eps", "momentum", "centered"},
                    "adagrad": _COMMON | {"eps"}}
+# the optimizers torch.optim has a fused kernel for (fused=True; PyTorch 2.13, checked against
+# its signatures): for the others `fused` models a custom kernel
+TORCH_FUSED = frozenset({"sgd", "adam", "adamw", "adagrad"})
 # torch.optim's defaults where they differ from OptimizerSpec's
 _DEFAULTS = {"adamw": {"weight_decay": 0.01}, "adamax": {"lr": 2e-3},
              "rmsprop": {"lr": 1e-2}, "adagrad": {"lr": 1e-2, "eps": 1e-10}}

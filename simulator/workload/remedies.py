@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simulator.config.workload import WorkloadSpec
+from simulator.config.workload import TORCH_FUSED, WorkloadSpec
 from simulator.workload.generate import build_trace
 from simulator.workload.memory import MemoryProfile, profile
 from simulator.workload.trace import Category
@@ -96,7 +96,8 @@ def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Rem
                              ex, autocast="bf16"))))
     # a fused optimizer: no parameter-sized temporaries
     if spec.optimizer.implementation != "fused" and base.at_peak.get(Category.TEMPORARY):
-        out.append(tried("fused optimizer", "optimizer implementation fused",
+        out.append(tried("fused optimizer", "optimizer implementation fused"
+                         + _custom_kernel(spec.optimizer.type),
                          dataclasses.replace(spec, optimizer=dataclasses.replace(
                              spec.optimizer, implementation="fused"))))
     # 8-bit optimizer state
@@ -112,6 +113,12 @@ def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Rem
     return out
 
 
+def _custom_kernel(optimizer: str) -> str:
+    """What a fused remedy asks for where torch.optim has no fused kernel to switch to."""
+    return ("" if optimizer in TORCH_FUSED
+            else f" (a custom kernel: torch.optim has no fused {optimizer})")
+
+
 def _combined(spec: WorkloadSpec) -> tuple[WorkloadSpec, list[str]]:
     """The workload with every remedy that keeps its batch and its one GPU (full
     checkpointing, mixed precision, a fused optimizer, 8-bit state), and the changes made."""
@@ -124,7 +131,7 @@ def _combined(spec: WorkloadSpec) -> tuple[WorkloadSpec, list[str]]:
         changes.append("mixed precision")
     if opt.implementation != "fused":
         opt = dataclasses.replace(opt, implementation="fused")
-        changes.append("fused optimizer")
+        changes.append("fused optimizer" + _custom_kernel(opt.type))
     if opt.state_dtype != "int8":
         opt = dataclasses.replace(opt, state_dtype="int8")
         changes.append("8-bit state")
