@@ -52,6 +52,9 @@ def test_run_json_contract(capsys):
     assert doc["analytic_step_time_s"] == pytest.approx(sum(op["analytic_time_s"] for op in ops))
     assert 0 <= doc["step_time_error_bound_s"] < doc["step_time_s"]
     assert sum(op["flops"] for op in ops) == flops["total"]
+    # the memory plot's figures: live bytes while each op runs, the largest the peak
+    assert max(op["live_bytes"] for op in ops) == mem["peak_bytes"]
+    assert ops[[o["name"] for o in ops].index(mem["peak_op"])]["live_bytes"] == mem["peak_bytes"]
     # per op: its own bound, and whether its DRAM was simulated or taken from a twin's
     assert all(0 <= op["memory_time_error_bound_s"] < op["memory_time_s"] or
                op["memory_time_error_bound_s"] == 0 for op in ops)

@@ -114,6 +114,7 @@ def run_doc(r: RunResult) -> dict[str, Any]:
              "achieved_bandwidth_GBps": achieved_GBps(o),
              "achieved_flops_per_s": o.op.flops / o.time_s if o.time_s else 0.0,
              "arithmetic_intensity": _finite(o.op.arithmetic_intensity),
+             "live_bytes": int(mem.during[i].sum()),
              **_op_dram(est, i)}
             for i, (o, a) in enumerate(zip(est.ops, analytic.ops, strict=True))
         ],
