@@ -87,7 +87,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(sweep_report.table(rows, spec.axes))
         print()
         print("\n".join(sweep_report.sensitivity_lines(rows, spec.axes, workloads)))
-        print(f"\nwrote {len(written)} files to {out}/ (points.jsonl, CSV, JSON, plots)")
+        print(f"\nwrote {len(written)} files to {out}/ (points.jsonl, CSV, JSON, plots, HTML)")
     if failed:
         print(f"{len(failed)} of {len(rows)} points failed; rerun to retry them",
               file=sys.stderr)

@@ -2,8 +2,10 @@
 
 import csv
 import dataclasses
+import html as htmllib
 import json
 import os
+import re
 from pathlib import Path
 
 import matplotlib.image as mpimg
@@ -39,7 +41,19 @@ def test_shorthand_writes_every_point(tmp_path, capsys):
     assert by[(14, 256)]["peak_bandwidth_GBps"] == pytest.approx(14 * 256 / 8)
     for plot in ("step_time", "speedup", "bandwidth", "bottleneck", "heatmap.cnn"):
         assert mpimg.imread(out / f"cnn-t4.{plot}.png").ndim == 3
-    assert "Elasticity" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "Elasticity" in printed
+    # one self-contained page: every plot embedded, the points as the text table has them
+    page = (out / "cnn-t4.html").read_text()
+    assert page.count("data:image/png;base64,") == len(list(out.glob("*.png")))
+    assert "http" not in page
+    cells = [[htmllib.unescape(c) for c in re.findall(r"<t[hd]>(.*?)</t[hd]>", row)]
+             for row in re.findall(r"<tr>(.*?)</tr>", page)]
+    shown = [line.split() for line in printed.splitlines()[:5]]
+    assert [" ".join(row).split() for row in cells] == shown
+    for line in printed.splitlines():
+        if line.startswith("  cnn:"):  # the elasticities
+            assert f"<li>{line.strip()}</li>" in page
 
 
 def test_rerun_skips_finished_points_and_retries_failed_ones(tmp_path, monkeypatch, capsys):

@@ -9,8 +9,26 @@ from simulator.pipeline import RunResult
 from simulator.report.text import bottleneck_lines, fidelity_line, op_rows, phase_rows, step_line
 from simulator.units import fmt_bytes, fmt_seconds
 
+STYLE = """body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}
+table{border-collapse:collapse;font-size:13px;margin:1em 0}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
+td:first-child,th:first-child{text-align:left} img{max-width:100%}"""
 
-def _table(rows: list[list[str]]) -> str:
+
+def page(title: str, body: str) -> str:
+    """A whole self-contained page: no external assets."""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>{html.escape(title)}</title>
+<style>{STYLE}</style></head><body>
+<h1>{html.escape(title)}</h1>
+{body}
+</body></html>
+"""
+
+
+def table_html(rows: list[list[str]]) -> str:
+    """Rows of cell texts, the header first."""
     head, *body = rows
     out = ["<table><thead><tr>", *(f"<th>{html.escape(c)}</th>" for c in head), "</tr></thead>",
            "<tbody>"]
@@ -18,6 +36,14 @@ def _table(rows: list[list[str]]) -> str:
         out += ["<tr>", *(f"<td>{html.escape(c)}</td>" for c in row), "</tr>"]
     out.append("</tbody></table>")
     return "".join(out)
+
+
+def figures_html(pngs: dict[str, bytes]) -> str:
+    """The plots embedded as PNG data, each captioned by its name."""
+    return "".join(
+        f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
+        f'{base64.b64encode(data).decode()}"><figcaption>{html.escape(name)}</figcaption>'
+        "</figure>" for name, data in pngs.items())
 
 
 def report(r: RunResult, pngs: dict[str, bytes]) -> str:
@@ -28,29 +54,17 @@ def report(r: RunResult, pngs: dict[str, bytes]) -> str:
     bottlenecks = ("<h2>Bottlenecks</h2><ul>"
                    + "".join(f"<li>{html.escape(line.strip())}</li>" for line in summary)
                    + "</ul>") if summary else ""
-    images = "".join(
-        f'<figure><img alt="{name}" src="data:image/png;base64,'
-        f'{base64.b64encode(data).decode()}"><figcaption>{name}</figcaption></figure>'
-        for name, data in pngs.items())
     fits = "fits" if r.fits else "DOES NOT FIT"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>{html.escape(spec.name)} on {html.escape(hw.display_name)}</title>
-<style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}
-table{{border-collapse:collapse;font-size:13px;margin:1em 0}}
-td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}
-td:first-child,th:first-child{{text-align:left}} img{{max-width:100%}}</style></head><body>
-<h1>{html.escape(spec.name)} on {html.escape(hw.display_name)}</h1>
-<p id="summary">step time <b id="step-time">{fmt_seconds(est.step_time_s)}</b>
-({html.escape(fidelity_line(est))}); <span id="step-line">{html.escape(step_line(est))}</span>;
+    step = fmt_seconds(est.step_time_s)
+    return page(f"{spec.name} on {hw.display_name}", f"""<p id="summary">step time
+<b id="step-time">{step}</b> ({html.escape(fidelity_line(est))});
+<span id="step-line">{html.escape(step_line(est))}</span>;
 {r.trace.parameter_count:,} parameters; peak memory
 <b id="peak">{mem.peak_bytes:,} B</b> ({fmt_bytes(mem.peak_bytes)}) of {cap:,} B
 ({fmt_bytes(cap)}): {fits}; DRAM {hw.memory.type}
 {hw.memory.bus_width_bits}-bit at {hw.memory.data_rate_gbps:g} Gb/s per pin =
 {hw.memory.peak_bandwidth_GBps:.1f} GB/s peak.</p>
-<h2>Phases</h2>{_table(phases)}
+<h2>Phases</h2>{table_html(phases)}
 {bottlenecks}
-<h2>Plots</h2>{images}
-<h2>Slowest ops</h2>{_table(ops)}
-</body></html>
-"""
+<h2>Plots</h2>{figures_html(pngs)}
+<h2>Slowest ops</h2>{table_html(ops)}""")

@@ -15,6 +15,7 @@ proportion as the parameter grows (fully bound by it), 0 means it does not care.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import math
@@ -62,9 +63,9 @@ def elasticities(rows: list[dict], axes: dict[str, list], workloads: list[str]
     return out
 
 
-def table(rows: list[dict], axes: dict[str, list]) -> str:
-    cols = ["workload", *axes, "step time", "GB/s", "memory-bound", "bound", "fits"]
-    lines = [cols]
+def table_rows(rows: list[dict], axes: dict[str, list]) -> list[list[str]]:
+    """One row of cell texts per point (the header first), as the text and HTML show them."""
+    lines = [["workload", *axes, "step time", "GB/s", "memory-bound", "bound", "fits"]]
     for r in rows:
         if r.get("error"):
             lines.append([r["workload"], *(str(r[f"param.{a}"]) for a in axes),
@@ -74,7 +75,12 @@ def table(rows: list[dict], axes: dict[str, list]) -> str:
                       f"{r['step_time_s'] * 1e3:.3f} ms", f"{r['achieved_bandwidth_GBps']:.1f}",
                       f"{r['memory_bound_share'] * 100:.1f} %", r["bound"],
                       "yes" if r["fits"] else "no"])
-    widths = [max(len(row[i]) for row in lines) for i in range(len(cols))]
+    return lines
+
+
+def table(rows: list[dict], axes: dict[str, list]) -> str:
+    lines = table_rows(rows, axes)
+    widths = [max(len(row[i]) for row in lines) for i in range(len(lines[0]))]
     return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
                      .rstrip() for row in lines)
 
@@ -177,17 +183,37 @@ def figures(rows: list[dict], axes: dict[str, list], workloads: list[str]) -> di
 
 def write(out: Path, name: str, doc_extra: dict[str, Any], rows: list[dict],
           axes: dict[str, list], workloads: list[str]) -> list[Path]:
-    """CSV, JSON and the plots (PNG and SVG), all or none (beside points.jsonl)."""
+    """CSV, JSON, the plots (PNG and SVG) and one self-contained HTML page, all or none
+    (beside points.jsonl)."""
     sens = elasticities(rows, axes, workloads)
     doc = {"format": "gddr6-roofline-sim/sweep", "format_version": 1, "name": name,
            **doc_extra, "axes": axes, "workloads": workloads,
            "elasticity_of_step_time": sens, "points": rows}
     files = {f"{name}.csv": _csv(rows, axes).encode(),
              f"{name}.json": (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode()}
+    pngs = {}
     for key, fig in figures(rows, axes, workloads).items():
-        for ext in ("png", "svg"):
-            files[f"{name}.{key}.{ext}"] = figure_bytes(fig, ext)
+        pngs[key] = files[f"{name}.{key}.png"] = figure_bytes(fig, "png")
+        files[f"{name}.{key}.svg"] = figure_bytes(fig, "svg")
+    files[f"{name}.html"] = _html(name, doc_extra, rows, axes, workloads, pngs).encode()
     return publish(out, files)
+
+
+def _html(name: str, doc_extra: dict[str, Any], rows: list[dict], axes: dict[str, list],
+          workloads: list[str], pngs: dict[str, bytes]) -> str:
+    from simulator.report.html import figures_html, page, table_html
+
+    settings = ", ".join(f"{k} {v}" for k, v in doc_extra.items())
+    lines = sensitivity_lines(rows, axes, workloads)
+    failed = sum(1 for r in rows if r.get("error"))
+    return page(f"sweep {name}", (
+        f"<p>{len(rows)} points ({len(workloads)} workloads x {len(rows) // len(workloads)} "
+        f"hardware settings; {html.escape(settings)})"
+        + (f"; <b>{failed} failed</b>" if failed else "") + ".</p>"
+        f"<h2>Points</h2>{table_html(table_rows(rows, axes))}"
+        f"<h2>Elasticity</h2><p>{html.escape(lines[0])}</p><ul>"
+        + "".join(f"<li>{html.escape(line.strip())}</li>" for line in lines[1:])
+        + f"</ul><h2>Plots</h2>{figures_html(pngs)}"))
 
 
 def sensitivity_lines(rows: list[dict], axes: dict[str, list], workloads: list[str]
