@@ -44,6 +44,10 @@ def test_report_files(tmp_path, capsys):
     slowest = max(doc["ops"], key=lambda o: o["time_s"])
     row = f"{slowest['achieved_bandwidth_GBps']:.1f}"
     assert row in text and row in html
+    # the memory section, line for line as the text report has it
+    at = text.index("Memory (")
+    for line in text[at:].split("\n\n")[0].splitlines()[1:]:
+        assert htmllib.escape(line.strip()) in html
     # the phase table and the slowest ops, cell for cell as the text report has them
     lines = text.splitlines()
     for caption, table in zip(("Phases (", "Top 10 ops"), _html_tables(html), strict=True):

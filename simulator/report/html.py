@@ -6,7 +6,14 @@ import base64
 import html
 
 from simulator.pipeline import RunResult
-from simulator.report.text import bottleneck_lines, fidelity_line, op_rows, phase_rows, step_line
+from simulator.report.text import (
+    bottleneck_lines,
+    fidelity_line,
+    memory_lines,
+    op_rows,
+    phase_rows,
+    step_line,
+)
 from simulator.units import fmt_bytes, fmt_seconds
 
 STYLE = """body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}
@@ -49,7 +56,7 @@ def figures_html(pngs: dict[str, bytes]) -> str:
 def report(r: RunResult, pngs: dict[str, bytes]) -> str:
     est, mem, hw, spec = r.estimate, r.memory, r.hardware, r.workload
     cap = hw.memory.capacity_bytes
-    phases, ops = phase_rows(est), op_rows(est, 25)
+    phases, ops, memory = phase_rows(est), op_rows(est, 25), memory_lines(r)
     summary = bottleneck_lines(est)[1:] if est.replay is not None else []
     bottlenecks = ("<h2>Bottlenecks</h2><ul>"
                    + "".join(f"<li>{html.escape(line.strip())}</li>" for line in summary)
@@ -64,6 +71,7 @@ def report(r: RunResult, pngs: dict[str, bytes]) -> str:
 ({fmt_bytes(cap)}): {fits}; DRAM {hw.memory.type}
 {hw.memory.bus_width_bits}-bit at {hw.memory.data_rate_gbps:g} Gb/s per pin =
 {hw.memory.peak_bandwidth_GBps:.1f} GB/s peak.</p>
+<h2>Memory</h2><p>{"<br>".join(html.escape(line.strip()) for line in memory[1:])}</p>
 <h2>Phases</h2>{table_html(phases)}
 {bottlenecks}
 <h2>Plots</h2>{figures_html(pngs)}

@@ -89,8 +89,7 @@ def _settings_lines(settings: dict, per_line: int) -> list[str]:
 
 
 def run_report(r: RunResult, top: int = 10) -> str:
-    est, trace, mem, spec, hw = r.estimate, r.trace, r.memory, r.workload, r.hardware
-    cap = hw.memory.capacity_bytes
+    est, trace, spec, hw = r.estimate, r.trace, r.workload, r.hardware
     shape = f"batch {spec.batch_size}" if spec.batch_size else "batch as captured"
     if spec.src_seq_len:
         shape += f", sequence {spec.src_seq_len} (source) / {spec.tgt_seq_len} (target)"
@@ -113,14 +112,7 @@ def run_report(r: RunResult, top: int = 10) -> str:
                         "in full (FlopCounterMode); a kernel skipping masked blocks does half")
     lines += [
         "",
-        "Memory (live tensor bytes at op boundaries; no allocator caching or CUDA context)",
-        f"  peak {fmt_bytes(mem.peak_bytes)} ({mem.peak_bytes:,} B) of {fmt_bytes(cap)}: "
-        + (f"fits, {_pct(mem.peak_bytes / cap)} of capacity" if r.fits else
-           f"DOES NOT FIT, {fmt_bytes(mem.peak_bytes - cap)} over"),
-        f"  at {mem.peak_phase.value} op '{trace.ops[mem.peak_op].name}'; by category: "
-        + ", ".join(f"{c.value} {fmt_bytes(v)}" for c, v in mem.at_peak.items() if v),
-        *([] if r.fits else [f"  what would make it fit: python -m simulator memory "
-                             f"{spec.path} --hardware {hw.name}"]),
+        *memory_lines(r),
         "",
         f"Phases (time: {fidelity_line(est)}; ops run back to back)",
     ]
@@ -133,6 +125,21 @@ def run_report(r: RunResult, top: int = 10) -> str:
         lines += ["", *bottleneck_lines(est)]
     lines += ["", step_line(est)]
     return "\n".join(lines)
+
+
+def memory_lines(r: RunResult) -> list[str]:
+    """The memory section (heading first), as the text and HTML reports show it."""
+    mem, cap = r.memory, r.hardware.memory.capacity_bytes
+    return [
+        "Memory (live tensor bytes at op boundaries; no allocator caching or CUDA context)",
+        f"  peak {fmt_bytes(mem.peak_bytes)} ({mem.peak_bytes:,} B) of {fmt_bytes(cap)}: "
+        + (f"fits, {_pct(mem.peak_bytes / cap)} of capacity" if r.fits else
+           f"DOES NOT FIT, {fmt_bytes(mem.peak_bytes - cap)} over"),
+        f"  at {mem.peak_phase.value} op '{r.trace.ops[mem.peak_op].name}'; by category: "
+        + ", ".join(f"{c.value} {fmt_bytes(v)}" for c, v in mem.at_peak.items() if v),
+        *([] if r.fits else [f"  what would make it fit: python -m simulator memory "
+                             f"{r.workload.path} --hardware {r.hardware.name}"]),
+    ]
 
 
 def phase_rows(est: StepEstimate) -> list[list[str]]:
