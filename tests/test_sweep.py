@@ -266,7 +266,9 @@ def test_zero_workers_is_refused(tmp_path, capsys):
 
 
 def _rows(times: dict[tuple[str, int], float]) -> list[dict]:
-    return [{"workload": w, "param.data_rate_gbps": rate, "step_time_s": t, "error": None}
+    """Points with a step time and, unlike it, memory-bound shares 30 times apart."""
+    return [{"workload": w, "param.data_rate_gbps": rate, "step_time_s": t, "error": None,
+             "memory_bound_share": 0.9 if w == "cnn" else 0.03}
             for (w, rate), t in times.items()]
 
 
@@ -279,6 +281,7 @@ def test_speedup_plot_compares_workloads_of_any_size():
     axes = {"data_rate_gbps": [10, 14]}
     figs = figures(_rows(times), axes, ["cnn", "transformer"])
     assert figs["step_time"].axes[0].get_yscale() == "log"
+    assert figs["bottleneck"].axes[0].get_yscale() == "linear"  # (a share: 50 % marks a shift)
     lines = {line.get_label(): list(line.get_ydata()) for line in figs["speedup"].axes[0].lines}
     assert lines["cnn"] == pytest.approx([1.0, 1.5])
     assert lines["transformer"] == pytest.approx([1.0, 44 / 33])

@@ -140,8 +140,8 @@ def bandwidth_over_time(r: RunResult):
 
 
 # A capacity up to this many times the peak is drawn to scale. Above it the axis fits the
-# peak and the capacity is written on the plot: a line at 16 GiB would flatten a 15 MiB
-# step to nothing.
+# peak and the legend names the capacity: a line at 16 GiB would flatten a 15 MiB step to
+# nothing.
 CAPACITY_IN_VIEW = 4.0
 
 

@@ -100,10 +100,11 @@ def _csv(rows: list[dict], axes: dict[str, list]) -> str:
 LOG_SPREAD = 10.0
 
 
-def _line_plot(rows, axes, workloads, key, label, scale=1.0, speedup=False):
+def _line_plot(rows, axes, workloads, key, label, scale=1.0, speedup=False, log_spread=False):
     """One panel per axis, one line per workload. With `speedup`, each line is the first
     value's result over each value's (the axis's first value, the others at theirs, is 1):
-    workloads of any size compare on one scale."""
+    workloads of any size compare on one scale. With `log_spread`, a log scale where the
+    lines differ more than LOG_SPREAD times."""
     fig = Figure(figsize=(4.5 * len(axes), 3.6))
     subplots = fig.subplots(1, len(axes), squeeze=False)[0]
     drawn: list[float] = []
@@ -127,7 +128,7 @@ def _line_plot(rows, axes, workloads, key, label, scale=1.0, speedup=False):
         ax.set_ylabel(label)
         ax.grid(True, which="both", lw=0.3, alpha=0.5)
     positive = [y for y in drawn if y > 0]
-    if not speedup and positive and max(positive) > LOG_SPREAD * min(positive):
+    if log_spread and positive and max(positive) > LOG_SPREAD * min(positive):
         for ax in subplots:
             ax.set_yscale("log")
     if subplots[0].get_legend_handles_labels()[0]:  # (none where every point failed)
@@ -164,7 +165,8 @@ def _heatmap(rows, axes, workload):
 
 def figures(rows: list[dict], axes: dict[str, list], workloads: list[str]) -> dict[str, Figure]:
     figs = {
-        "step_time": _line_plot(rows, axes, workloads, "step_time_s", "step time (ms)", 1e3),
+        "step_time": _line_plot(rows, axes, workloads, "step_time_s", "step time (ms)", 1e3,
+                                log_spread=True),
         "speedup": _line_plot(rows, axes, workloads, "step_time_s",
                               "speedup over the first value (x)", speedup=True),
         "bandwidth": _line_plot(rows, axes, workloads, "achieved_bandwidth_GBps",
