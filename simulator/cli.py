@@ -49,15 +49,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from simulator.sweep.execute import run_sweep
     from simulator.sweep.spec import build, load_sweep, parse_vary
 
-    if args.vary:
+    cards = (args.hardware or "t4").split(",")
+    if args.vary or len(cards) > 1:
         workloads = args.target.split(",")
-        hardware = args.hardware or "t4"
-        name = f"{'-'.join(Path(w).stem for w in workloads)}-{Path(hardware).stem}"
-        spec = build(name, hardware, workloads, parse_vary(args.vary),
-                     args.fidelity or "sampled", "command line")
+        name = "-".join(Path(x).stem for x in workloads + cards)
+        spec = build(name, cards if len(cards) > 1 else cards[0], workloads,
+                     parse_vary(args.vary or []), args.fidelity or "sampled", "command line")
     else:
         if args.hardware:
-            raise InputError("--hardware goes with --vary; a sweep file names its hardware")
+            raise InputError("--hardware goes with --vary or names several cards; a sweep "
+                             "file names its hardware")
         spec = load_sweep(Path(args.target))
         if args.fidelity:
             spec = dataclasses.replace(spec, fidelity=args.fidelity)
@@ -85,8 +86,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         _print_json(json.loads((out / f"{spec.name}.json").read_text()))
     else:
         print(sweep_report.table(rows, spec.axes))
-        print()
-        print("\n".join(sweep_report.sensitivity_lines(rows, spec.axes, workloads)))
+        for line in ["", *sweep_report.sensitivity_lines(rows, spec.axes, workloads)]:
+            print(line)
         print(f"\nwrote {len(written)} files to {out}/ (points.jsonl, CSV, JSON, plots, HTML)")
     if failed:
         print(f"{len(failed)} of {len(rows)} points failed; rerun to retry them",
@@ -282,9 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sw = sub.add_parser("sweep", help="what-if hardware sweep: a grid of hardware settings x "
                                       "workloads, in parallel, resumable")
-    sw.add_argument("target", help="a sweep file (JSON), or with --vary a workload "
-                                   "(several: comma-separated)")
-    sw.add_argument("--hardware", help="the card the --vary settings change (default: t4)")
+    sw.add_argument("target", help="a sweep file (JSON), or with --vary or several cards a "
+                                   "workload (several: comma-separated)")
+    sw.add_argument("--hardware", help="the card the --vary settings change (default: t4); "
+                    "several, comma-separated, are compared (an axis of their own)")
     sw.add_argument("--vary", action="append", metavar="NAME=V1,V2,...",
                     help="a hardware parameter and its values; repeat for a grid "
                          "(e.g. data_rate_gbps=12,14,16 or nCL=20,24)")

@@ -13,6 +13,7 @@ import pytest
 
 from simulator.cli import main
 from simulator.config.hardware import load_hardware
+from simulator.errors import InputError
 from simulator.gpu import memory_path
 from simulator.sweep import execute
 from simulator.sweep.report import elasticities, figures
@@ -296,3 +297,53 @@ def test_speedup_plot_leaves_out_a_workload_without_its_first_value():
     rows[0]["error"] = "boom"
     lines = figures(rows, {"data_rate_gbps": [10, 14]}, ["cnn"])["speedup"].axes[0].lines
     assert "cnn" not in [line.get_label() for line in lines]
+
+
+def test_cards_compared_on_an_axis_of_their_own(tmp_path, capsys):
+    """`--hardware t4,l4`: each point is one card as shipped, the same step `run` gives."""
+    out = tmp_path / "out"
+    code = main(["sweep", "cnn,transformer", "--hardware", "t4,l4", "--fidelity", "analytic",
+                 "--workers", "1", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "Elasticity" not in printed  # (no parameter to take a slope over)
+    doc = json.loads((out / "cnn-transformer-t4-l4.json").read_text())
+    assert doc["axes"] == {"hardware": ["t4", "l4"]}
+    assert doc["elasticity_of_step_time"] == {"cnn": {}, "transformer": {}}
+    from simulator.pipeline import analyze
+    for p in doc["points"]:
+        assert p["hardware"] == p["param.hardware"]
+        run = analyze(p["workload"], p["hardware"], fidelity="analytic")
+        assert p["step_time_s"] == pytest.approx(run.estimate.step_time_s, rel=1e-12)
+    page = (out / "cnn-transformer-t4-l4.html").read_text()
+    assert "<h2>Elasticity</h2>" not in page and "<td>l4</td>" in page
+    speedup = figures(doc["points"], doc["axes"], ["cnn"])["speedup"].axes[0].lines[0]
+    assert speedup.get_linestyle() == "None"  # cards are no scale to draw a line along
+
+
+def test_a_sweep_file_compares_cards_with_the_grid_on_each(write_json):
+    path = write_json({"format_version": 1, "hardware": ["t4", "a10"], "workloads": ["cnn"],
+                       "vary": {"data_rate_gbps": [12, 14]}})
+    spec = load_sweep(path)
+    assert list(spec.axes) == ["hardware", "data_rate_gbps"]
+    got = {(p.settings["hardware"], p.settings["data_rate_gbps"]): p.hardware
+           for p in spec.points()}
+    assert len(got) == 4
+    assert got[("a10", 14)].memory.bus_width_bits == 384  # the a10's own bus, at 14 Gb/s
+    assert got[("a10", 14)].memory.peak_bandwidth_GBps == pytest.approx(14 * 384 / 8)
+    assert got[("t4", 12)].memory.peak_bandwidth_GBps == pytest.approx(12 * 256 / 8)
+    assert spec.hardware_name == "t4, a10"
+
+
+@pytest.mark.parametrize("doc, words", [
+    ({"hardware": ["t4", "t4"], "workloads": ["cnn"]}, "$.hardware: expected distinct cards"),
+    ({"hardware": ["t4", "nope"], "workloads": ["cnn"]}, "$.hardware[1]: unknown hardware"),
+    ({"hardware": "t4", "workloads": ["cnn"]}, "$.vary: nothing to vary"),
+    ({"hardware": 5, "workloads": ["cnn"]}, "$.hardware: expected string or array, got 5"),
+    ({"hardware": "t4", "workloads": ["cnn"], "vary": {"hardware": ["l4"]}},
+     "$.vary.hardware: 'hardware' is not a setting to vary"),
+])
+def test_bad_card_lists_are_refused(write_json, doc, words):
+    with pytest.raises(InputError) as err:
+        load_sweep(write_json(doc))
+    assert words in str(err.value) and "input.json" in str(err.value)

@@ -26,6 +26,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from simulator.report.outputs import figure_bytes, publish
+from simulator.sweep.spec import CARD_AXIS
 
 RESULTS = ("step_time_s", "analytic_step_time_s", "error_bound_s", "achieved_bandwidth_GBps",
            "peak_bandwidth_GBps", "memory_bound_share", "bound", "peak_memory_bytes",
@@ -52,6 +53,8 @@ def elasticities(rows: list[dict], axes: dict[str, list], workloads: list[str]
     for w in workloads:
         out[w] = {}
         for axis in axes:
+            if axis == CARD_AXIS:  # (cards compared: no parameter to take a slope over)
+                continue
             sel = _axis_rows(rows, axes, axis, w)
             xs = [r[f"param.{axis}"] for r in sel]
             if len(sel) < 2 or not _numeric(xs) or len(set(xs)) < 2:
@@ -118,7 +121,8 @@ def _line_plot(rows, axes, workloads, key, label, scale=1.0, speedup=False, log_
                 ys = [r[key] * scale for r in sel]
                 if speedup:
                     ys = [ys[0] / y for y in ys]
-                ax.plot(xs, ys, marker="o", label=w)
+                # (cards are no scale: markers only, no line from one card to the next)
+                ax.plot(xs, ys, marker="o", label=w, ls="none" if axis == CARD_AXIS else "-")
                 drawn += ys
         if key == "memory_bound_share":
             ax.axhline(50, color="grey", ls="--", lw=0.8, label="memory = compute")
@@ -176,7 +180,7 @@ def figures(rows: list[dict], axes: dict[str, list], workloads: list[str]) -> di
     }
     if any(r.get("steps_per_hour_per_kusd") for r in rows):
         figs["cost"] = _line_plot(rows, axes, workloads, "steps_per_hour_per_kusd",
-                                  "steps per hour per $1000")
+                                  "steps per hour per $1000", log_spread=True)
     if len(axes) >= 2:
         for w in workloads:
             figs[f"heatmap.{w}"] = _heatmap(rows, axes, w)
@@ -213,14 +217,17 @@ def _html(name: str, doc_extra: dict[str, Any], rows: list[dict], axes: dict[str
         f"hardware settings; {html.escape(settings)})"
         + (f"; <b>{failed} failed</b>" if failed else "") + ".</p>"
         f"<h2>Points</h2>{table_html(table_rows(rows, axes))}"
-        f"<h2>Elasticity</h2><p>{html.escape(lines[0])}</p><ul>"
-        + "".join(f"<li>{html.escape(line.strip())}</li>" for line in lines[1:])
-        + f"</ul><h2>Plots</h2>{figures_html(pngs)}"))
+        + (f"<h2>Elasticity</h2><p>{html.escape(lines[0])}</p><ul>"
+           + "".join(f"<li>{html.escape(line.strip())}</li>" for line in lines[1:])
+           + "</ul>" if lines else "")
+        + f"<h2>Plots</h2>{figures_html(pngs)}"))
 
 
 def sensitivity_lines(rows: list[dict], axes: dict[str, list], workloads: list[str]
                       ) -> list[str]:
     sens = elasticities(rows, axes, workloads)
+    if not any(sens.values()):
+        return []  # (only cards compared)
     lines = ["Elasticity of step time, d ln(step) / d ln(parameter) (-1: bound by it; 0: "
              "indifferent):"]
     for w, per in sens.items():

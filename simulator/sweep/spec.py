@@ -4,6 +4,10 @@
      "workloads": ["transformer", "cnn"], "fidelity": "sampled",
      "vary": {"data_rate_gbps": [12, 14, 16], "bus_width_bits": [192, 256, 384]}}
 
+"hardware" may list several cards ("hardware": ["t4", "l4", "a10"]): they are compared on an
+axis of their own, named "hardware", each with the other axes' settings applied (no "vary"
+needed then).
+
 Every point is built and checked before anything runs: an unknown parameter or an impossible
 value (a bus the devices cannot fill, a data rate of 0, a timing set that breaks nRC >= nRAS +
 nRP) is an error naming the sweep file, the axis and the value.
@@ -42,22 +46,34 @@ class Point:
         return hashlib.sha1(doc.encode()).hexdigest()[:16]
 
 
+# The axis over cards: a sweep that lists several cards compares them, each point one card
+# with the other axes' settings applied to it
+CARD_AXIS = "hardware"
+
+
 @dataclass(frozen=True)
 class SweepSpec:
     name: str
-    hardware_name: str
-    hardware_raw: dict
+    cards: dict[str, dict]          # each card as given (name or path) -> its hardware file
     workloads: tuple[str, ...]
-    axes: dict[str, list[Any]]      # parameter -> values
+    axes: dict[str, list[Any]]      # parameter -> values (CARD_AXIS first where several cards)
     fidelity: str
     source: str                     # the sweep file, or "command line"
 
+    @property
+    def hardware_name(self) -> str:
+        """The card's name, or the cards' names."""
+        return ", ".join(raw["name"] for raw in self.cards.values())
+
     def points(self) -> list[Point]:
         names = list(self.axes)
+        only = next(iter(self.cards))
         out = []
         for values in itertools.product(*self.axes.values()):
             settings = dict(zip(names, values, strict=True))
-            hw = params.apply(self.hardware_raw, settings, self.source)
+            card = self.cards[settings.get(CARD_AXIS, only)]
+            changes = {k: v for k, v in settings.items() if k != CARD_AXIS}
+            hw = params.apply(card, changes, self.source)
             out += [Point(w, settings, hw) for w in self.workloads]
         return out
 
@@ -88,14 +104,28 @@ def parse_vary(items: list[str]) -> dict[str, list[Any]]:
     return axes
 
 
-def build(name: str, hardware: str, workloads: list[str], axes: dict[str, list[Any]],
-          fidelity: str, source: str) -> SweepSpec:
+def build(name: str, hardware: str | list[str], workloads: list[str],
+          axes: dict[str, list[Any]], fidelity: str, source: str) -> SweepSpec:
+    """A sweep of one card, or several (a list) compared on an axis of their own, CARD_AXIS;
+    every point is built and checked."""
     check_fidelity(fidelity, source, "$.fidelity")
+    given = [hardware] if isinstance(hardware, str) else list(hardware)
+    if CARD_AXIS in axes:
+        raise InputError(f"'{CARD_AXIS}' is not a setting to vary: list the cards to compare "
+                         "as the sweep's hardware (--hardware t4,l4,a10)", file=source,
+                         path=f"$.vary.{CARD_AXIS}")
+    twice = sorted({c for c in given if given.count(c) > 1})
+    if twice:
+        raise InputError(f"expected distinct cards, got {', '.join(twice)} more than once",
+                         file=source, path="$.hardware")
+    if len(given) > 1:
+        axes = {CARD_AXIS: given, **axes}
     if not axes:
-        raise InputError("nothing to vary: expected at least one axis", file=source,
-                         path="$.vary")
+        raise InputError("nothing to vary: expected at least one axis, or several cards to "
+                         "compare", file=source, path="$.vary")
     for axis, values in axes.items():
-        params.resolve(axis)
+        if axis != CARD_AXIS:
+            params.resolve(axis)
         if not values:
             raise InputError(f"expected at least one value for '{axis}'", file=source,
                              path=f"$.vary.{axis}")
@@ -103,11 +133,17 @@ def build(name: str, hardware: str, workloads: list[str], axes: dict[str, list[A
         if twice:  # (each would be a point of its own, run and listed again)
             raise InputError(f"expected distinct values for '{axis}', got {', '.join(twice)} "
                              f"more than once", file=source, path=f"$.vary.{axis}")
-    path = resources.resolve("hardware", hardware)
-    raw = load(path, "hardware")
+    cards = {}
+    for i, card in enumerate(given):
+        try:
+            cards[card] = load(resources.resolve("hardware", card), "hardware")
+        except InputError as exc:  # (an unknown name: where in the sweep it stands)
+            raise (exc if exc.file else InputError(
+                exc.message, file=source,
+                path="$.hardware" + (f"[{i}]" if len(given) > 1 else ""))) from None
     for w in workloads:
         load_workload(w)   # unknown or broken workloads fail here, not in a worker
-    spec = SweepSpec(name, raw["name"], raw, tuple(workloads), axes, fidelity, source)
+    spec = SweepSpec(name, cards, tuple(workloads), axes, fidelity, source)
     spec.points()          # every hardware point checked before anything runs
     return spec
 
@@ -118,6 +154,6 @@ def load_sweep(path: Path) -> SweepSpec:
     where = str(path)
     try:
         return build(raw.get("name", path.stem), raw["hardware"], raw["workloads"],
-                     raw["vary"], raw.get("fidelity", "sampled"), where)
+                     raw.get("vary", {}), raw.get("fidelity", "sampled"), where)
     except InputError as exc:
         raise exc.in_file(where) from None
