@@ -335,6 +335,14 @@ def test_a_sweep_file_compares_cards_with_the_grid_on_each(write_json):
     assert spec.hardware_name == "t4, a10"
 
 
+def test_a_setting_one_card_cannot_take_names_the_card(tmp_path, capsys):
+    code = main(["sweep", "cnn", "--hardware", "a100-40gb,t4", "--vary",
+                 "data_rate_gbps=10,0.001", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "(with data_rate_gbps=0.001 on t4)" in err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("doc, words", [
     ({"hardware": ["t4", "t4"], "workloads": ["cnn"]}, "$.hardware: expected distinct cards"),
     ({"hardware": ["t4", "nope"], "workloads": ["cnn"]}, "$.hardware[1]: unknown hardware"),

@@ -60,9 +60,9 @@ def resolve(name: str) -> str:
                      f"hardware file or one of: {', '.join(known)}")
 
 
-def apply(raw: dict, settings: dict[str, Any], where: str) -> Hardware:
+def apply(raw: dict, settings: dict[str, Any], where: str, compared: bool = False) -> Hardware:
     """A card with the settings applied, checked as a hardware file is; `where` names the
-    point in errors."""
+    point in errors (`compared`: one of several cards, which they name too)."""
     edited = copy.deepcopy(raw)
     for name, value in settings.items():
         path = resolve(name).split(".")
@@ -88,7 +88,8 @@ def apply(raw: dict, settings: dict[str, Any], where: str) -> Hardware:
         validate(edited, "hardware", where)
         return parse_hardware(edited, f"{raw['name']}.json")
     except InputError as exc:
-        raise InputError(f"{exc.message} (with {_describe(settings)})", file=where,
+        on = f" on {raw['name']}" if compared else ""
+        raise InputError(f"{exc.message} (with {_describe(settings)}{on})", file=where,
                          path=exc.path) from None
 
 

@@ -73,7 +73,7 @@ class SweepSpec:
             settings = dict(zip(names, values, strict=True))
             card = self.cards[settings.get(CARD_AXIS, only)]
             changes = {k: v for k, v in settings.items() if k != CARD_AXIS}
-            hw = params.apply(card, changes, self.source)
+            hw = params.apply(card, changes, self.source, compared=len(self.cards) > 1)
             out += [Point(w, settings, hw) for w in self.workloads]
         return out
 
