@@ -78,7 +78,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if bar:
         bar.close()
     workloads = list(spec.workloads)
-    written = sweep_report.write(out, spec.name, {"hardware": spec.hardware_name,
+    written = sweep_report.write(out, spec.name, {"hardware": spec.hardware,
                                                   "fidelity": spec.fidelity}, rows,
                                  spec.axes, workloads)
     failed = [r for r in rows if r.get("error")]

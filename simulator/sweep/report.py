@@ -209,7 +209,8 @@ def _html(name: str, doc_extra: dict[str, Any], rows: list[dict], axes: dict[str
           workloads: list[str], pngs: dict[str, bytes]) -> str:
     from simulator.report.html import figures_html, page, table_html
 
-    settings = ", ".join(f"{k} {v}" for k, v in doc_extra.items())
+    settings = ", ".join(f"{k} {', '.join(v) if isinstance(v, list) else v}"
+                         for k, v in doc_extra.items())
     lines = sensitivity_lines(rows, axes, workloads)
     failed = sum(1 for r in rows if r.get("error"))
     return page(f"sweep {name}", (

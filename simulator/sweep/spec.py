@@ -61,9 +61,10 @@ class SweepSpec:
     source: str                     # the sweep file, or "command line"
 
     @property
-    def hardware_name(self) -> str:
-        """The card's name, or the cards' names."""
-        return ", ".join(raw["name"] for raw in self.cards.values())
+    def hardware(self) -> str | list[str]:
+        """The card's name, or the cards' names (as a sweep file gives them)."""
+        names = [raw["name"] for raw in self.cards.values()]
+        return names[0] if len(names) == 1 else names
 
     def points(self) -> list[Point]:
         names = list(self.axes)
