@@ -118,9 +118,10 @@ def run_report(r: RunResult, top: int = 10) -> str:
     ]
     simulated = est.analytic is not est
     lines += table(phase_rows(est), "<>>>>>>>" + (">" if simulated else "") + "<")
-    lines += ["", f"Top {min(top, len(est.ops))} ops by time (DRAM bytes after the L2; "
-              "GB/s: DRAM bytes over the op's time)"]
-    lines += table(op_rows(est, top), "<<<>>>>" + (">" if simulated else "") + "><<")
+    if top > 0:  # (--top 0: no op table, not an empty one)
+        lines += ["", f"Top {min(top, len(est.ops))} ops by time (DRAM bytes after the L2; "
+                  "GB/s: DRAM bytes over the op's time)"]
+        lines += table(op_rows(est, top), "<<<>>>>" + (">" if simulated else "") + "><<")
     if est.replay is not None:
         lines += ["", *bottleneck_lines(est)]
     lines += ["", step_line(est)]
