@@ -308,6 +308,6 @@ def test_top_sets_the_op_table_and_zero_leaves_it_out(capsys):
     code, out, _ = run_cli(capsys, "run", "cnn", "--fidelity", "analytic", "--top", "3")
     assert code == 0 and "Top 3 ops by time" in out
     at = out.splitlines().index(next(line for line in out.splitlines() if "Top 3" in line))
-    assert out.splitlines()[at + 4] == ""  # header and three rows
+    assert out.splitlines()[at + 5] == ""  # its header and three rows
     code, out, _ = run_cli(capsys, "run", "cnn", "--fidelity", "analytic", "--top", "0")
     assert code == 0 and "ops by time" not in out and "Step time" in out
