@@ -83,8 +83,9 @@ def test_combined_takes_every_single_gpu_remedy(capsys):
 
 @pytest.mark.parametrize("optimizer, custom", [("adam", False), ("adagrad", False),
                                                ("rmsprop", True), ("adamax", True)])
-def test_a_fused_remedy_says_where_torch_has_no_fused_kernel(optimizer, custom):
-    """torch.optim has fused=True for SGD, Adam, AdamW and Adagrad only (PyTorch 2.13)."""
+def test_a_remedy_says_where_the_library_has_no_such_kernel(optimizer, custom):
+    """torch.optim has fused=True for SGD, Adam, AdamW and Adagrad only (PyTorch 2.13);
+    bitsandbytes has no 8-bit Adamax."""
     import dataclasses
 
     from simulator.config.workload import load_workload
@@ -100,3 +101,7 @@ def test_a_fused_remedy_says_where_torch_has_no_fused_kernel(optimizer, custom):
     note = f"(a custom kernel: torch.optim has no fused {optimizer})"
     assert (note in fixes["fused optimizer"].change) is custom
     assert (note in fixes["combined"].change) is custom
+    # bitsandbytes' 8-bit optimizers: Adam, AdamW, SGD, RMSprop, Adagrad (LAMB, LARS, Lion)
+    note = f"(a custom kernel: bitsandbytes has no 8-bit {optimizer})"
+    assert (note in fixes["8-bit optimizer state"].change) is (optimizer == "adamax")
+    assert (note in fixes["combined"].change) is (optimizer == "adamax")

@@ -55,6 +55,10 @@ _OPTIMIZER_KEYS = {"sgd": _COMMON | {"momentum"},
 # the optimizers torch.optim has a fused kernel for (fused=True; PyTorch 2.13, checked against
 # its signatures): for the others `fused` models a custom kernel
 TORCH_FUSED = frozenset({"sgd", "adam", "adamw", "adagrad"})
+# the optimizers bitsandbytes has 8-bit state for (bitsandbytes/optim/__init__.py: Adam, AdamW,
+# SGD, RMSprop, Adagrad, LAMB, LARS, Lion; no Adamax): for the others int8 state models a
+# custom kernel
+BNB_8BIT = frozenset({"sgd", "adam", "adamw", "rmsprop", "adagrad"})
 # torch.optim's defaults where they differ from OptimizerSpec's
 _DEFAULTS = {"adamw": {"weight_decay": 0.01}, "adamax": {"lr": 2e-3},
              "rmsprop": {"lr": 1e-2}, "adagrad": {"lr": 1e-2, "eps": 1e-10}}

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simulator.config.workload import TORCH_FUSED, WorkloadSpec
+from simulator.config.workload import BNB_8BIT, TORCH_FUSED, WorkloadSpec
 from simulator.workload.generate import build_trace
 from simulator.workload.memory import MemoryProfile, profile
 from simulator.workload.trace import Category
@@ -102,7 +102,8 @@ def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Rem
                              spec.optimizer, implementation="fused"))))
     # 8-bit optimizer state
     if spec.optimizer.state_dtype != "int8" and base.at_peak.get(Category.OPTIMIZER_STATE):
-        out.append(tried("8-bit optimizer state", "optimizer state_dtype int8",
+        out.append(tried("8-bit optimizer state", "optimizer state_dtype int8"
+                         + _custom_kernel(spec.optimizer.type, "8-bit"),
                          dataclasses.replace(spec, optimizer=dataclasses.replace(
                              spec.optimizer, state_dtype="int8"))))
     out += _sharding(base, capacity)
@@ -113,10 +114,14 @@ def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Rem
     return out
 
 
-def _custom_kernel(optimizer: str) -> str:
-    """What a fused remedy asks for where torch.optim has no fused kernel to switch to."""
-    return ("" if optimizer in TORCH_FUSED
-            else f" (a custom kernel: torch.optim has no fused {optimizer})")
+def _custom_kernel(optimizer: str, kind: str = "fused") -> str:
+    """What a remedy asks for where the library users reach for has no kernel to switch to:
+    torch.optim's fused ones, bitsandbytes' 8-bit ones."""
+    if kind == "fused":
+        return ("" if optimizer in TORCH_FUSED
+                else f" (a custom kernel: torch.optim has no fused {optimizer})")
+    return ("" if optimizer in BNB_8BIT
+            else f" (a custom kernel: bitsandbytes has no 8-bit {optimizer})")
 
 
 def _combined(spec: WorkloadSpec) -> tuple[WorkloadSpec, list[str]]:
@@ -134,7 +139,7 @@ def _combined(spec: WorkloadSpec) -> tuple[WorkloadSpec, list[str]]:
         changes.append("fused optimizer" + _custom_kernel(opt.type))
     if opt.state_dtype != "int8":
         opt = dataclasses.replace(opt, state_dtype="int8")
-        changes.append("8-bit state")
+        changes.append("8-bit state" + _custom_kernel(opt.type, "8-bit"))
     return dataclasses.replace(spec, execution=ex, optimizer=opt), changes
 
 
