@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -54,14 +53,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         workloads = args.target.split(",")
         name = "-".join(Path(x).stem for x in workloads + cards)
         spec = build(name, cards if len(cards) > 1 else cards[0], workloads,
-                     parse_vary(args.vary or []), args.fidelity or "sampled", "command line")
+                     parse_vary(args.vary or []), args.fidelity, "command line")
     else:
         if args.hardware:
             raise InputError("--hardware goes with --vary or names several cards; a sweep "
                              "file names its hardware")
-        spec = load_sweep(Path(args.target))
-        if args.fidelity:
-            spec = dataclasses.replace(spec, fidelity=args.fidelity)
+        spec = load_sweep(Path(args.target), args.fidelity)
     out = Path(args.out or f"sweep-{spec.name}")
     if out.exists() and not out.is_dir():
         raise InputError("expected a directory for --out, got a file", file=str(out))
@@ -291,7 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a hardware parameter and its values; repeat for a grid "
                          "(e.g. data_rate_gbps=12,14,16 or nCL=20,24)")
     sw.add_argument("--fidelity", choices=FIDELITIES,
-                    help="(default: the sweep file's, else sampled)")
+                    help="(default: the sweep file's, else sampled where every card's "
+                         "memory is GDDR6, analytic otherwise)")
     sw.add_argument("--workers", type=int,
                     help="local processes (default: the CPUs this process may use)")
     sw.add_argument("--scheduler", metavar="tcp://HOST:PORT",

@@ -88,7 +88,7 @@ def load_step(workload: WorkloadSpec | str | Path) -> tuple[WorkloadSpec, Trace]
 
 def default_fidelity(hw: Hardware) -> str:
     """Sampled replay where the GDDR6 engine applies; the analytic roofline elsewhere (HBM)."""
-    return "sampled" if hw.memory.is_gddr and hw.memory.timing is not None else "analytic"
+    return "sampled" if hw.memory.replayable else "analytic"
 
 
 def analyze(workload: WorkloadSpec | str | Path | Step,
@@ -108,7 +108,7 @@ def analyze(workload: WorkloadSpec | str | Path | Step,
     if fidelity == "analytic" or memory_model is not None:
         est = estimate(trace, hw, memory_model)
     else:
-        if default_fidelity(hw) == "analytic":
+        if not hw.memory.replayable:
             raise InputError(f"the replay simulates GDDR6 memory; {hw.name} has "
                              f"{hw.memory.type}: expected --fidelity analytic", file=hw.path,
                              path="$.memory.type")

@@ -355,3 +355,21 @@ def test_bad_card_lists_are_refused(write_json, doc, words):
     with pytest.raises(InputError) as err:
         load_sweep(write_json(doc))
     assert words in str(err.value) and "input.json" in str(err.value)
+
+
+def test_an_hbm_card_sets_the_default_fidelity_and_refuses_a_replay(tmp_path, capsys,
+                                                                   write_json, monkeypatch):
+    """It ran the HBM points at `sampled` and failed each one after the others had run."""
+    spec = build("m", ["t4", "a100-40gb"], ["cnn"], {}, None, "test")
+    assert spec.fidelity == "analytic"  # like for like: the HBM card has no replay
+    assert build("g", ["t4", "l4"], ["cnn"], {}, None, "test").fidelity == "sampled"
+    monkeypatch.setattr(execute, "run_point", lambda *a: pytest.fail("a point ran"))
+    code = main(["sweep", "cnn", "--hardware", "t4,a100-40gb", "--fidelity", "sampled",
+                 "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "a100-40gb has HBM2 memory" in err and "like for like" in err
+    path = write_json({"hardware": "a100-40gb", "workloads": ["cnn"], "fidelity": "analytic",
+                       "vary": {"l2_bytes": [1 << 20]}})
+    with pytest.raises(InputError, match="the cycle replay does not simulate"):
+        load_sweep(path, "cycle")  # (--fidelity overrides the file's, and is checked)
+    assert not (tmp_path / "out").exists()

@@ -38,6 +38,11 @@ class MemorySpec:
         return self.type in GDDR_TYPES
 
     @property
+    def replayable(self) -> bool:
+        """Can the GDDR6 engine replay it (`sampled`, `cycle`)? Else the analytic roofline."""
+        return self.is_gddr and self.timing is not None
+
+    @property
     def channels(self) -> int:
         return self.bus_width_bits // self.channel_width_bits
 

@@ -128,7 +128,7 @@ def _memory_groups(todo: list[Point]) -> list[list[Point]]:
         # the key under which `sampled` keeps its DRAM results (analytic-only HBM: the spec)
         key = (configuration(organization(m, p.hardware.path), m.timing,
                              memory_path.controller(p.hardware))
-               if m.is_gddr and m.timing is not None else repr(m))
+               if m.replayable else repr(m))
         groups.setdefault(key, []).append(p)
     return sorted(groups.values(), key=lambda g: g[0].hardware.memory.peak_bandwidth_GBps)
 

@@ -15,6 +15,7 @@ nRP) is an error naming the sweep file, the axis and the value.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -106,10 +107,11 @@ def parse_vary(items: list[str]) -> dict[str, list[Any]]:
 
 
 def build(name: str, hardware: str | list[str], workloads: list[str],
-          axes: dict[str, list[Any]], fidelity: str, source: str) -> SweepSpec:
+          axes: dict[str, list[Any]], fidelity: str | None, source: str) -> SweepSpec:
     """A sweep of one card, or several (a list) compared on an axis of their own, CARD_AXIS;
     every point is built and checked."""
-    check_fidelity(fidelity, source, "$.fidelity")
+    if fidelity is not None:
+        check_fidelity(fidelity, source, "$.fidelity")
     given = [hardware] if isinstance(hardware, str) else list(hardware)
     if CARD_AXIS in axes:
         raise InputError(f"'{CARD_AXIS}' is not a setting to vary: list the cards to compare "
@@ -144,17 +146,31 @@ def build(name: str, hardware: str | list[str], workloads: list[str],
                 path="$.hardware" + (f"[{i}]" if len(given) > 1 else ""))) from None
     for w in workloads:
         load_workload(w)   # unknown or broken workloads fail here, not in a worker
-    spec = SweepSpec(name, cards, tuple(workloads), axes, fidelity, source)
-    spec.points()          # every hardware point checked before anything runs
+    spec = SweepSpec(name, cards, tuple(workloads), axes, fidelity or "analytic", source)
+    points = spec.points()  # every hardware point checked before anything runs
+    if fidelity is None:  # as `run`: sampled where the GDDR6 engine applies, on every card
+        fidelity = ("sampled" if all(p.hardware.memory.replayable for p in points)
+                    else "analytic")
+        spec = dataclasses.replace(spec, fidelity=fidelity)
+    if fidelity != "analytic":
+        for p in points:
+            if not p.hardware.memory.replayable:
+                m = p.hardware.memory
+                raise InputError(
+                    f"{p.hardware.name} has {m.type} memory, which the {fidelity} replay does "
+                    "not simulate (it runs GDDR6): expected fidelity analytic"
+                    + (", for every card compared, so that they compare like for like"
+                       if len(cards) > 1 else ""), file=source, path="$.fidelity")
     return spec
 
 
-def load_sweep(path: Path) -> SweepSpec:
-    """A sweep file, checked against its JSON Schema, then every point built."""
+def load_sweep(path: Path, fidelity: str | None = None) -> SweepSpec:
+    """A sweep file, checked against its JSON Schema, then every point built; `fidelity`
+    overrides the file's."""
     raw = load(path, "sweep")
     where = str(path)
     try:
         return build(raw.get("name", path.stem), raw["hardware"], raw["workloads"],
-                     raw.get("vary", {}), raw.get("fidelity", "sampled"), where)
+                     raw.get("vary", {}), fidelity or raw.get("fidelity"), where)
     except InputError as exc:
         raise exc.in_file(where) from None
