@@ -373,3 +373,14 @@ def test_an_hbm_card_sets_the_default_fidelity_and_refuses_a_replay(tmp_path, ca
     with pytest.raises(InputError, match="the cycle replay does not simulate"):
         load_sweep(path, "cycle")  # (--fidelity overrides the file's, and is checked)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_memory_system_alone_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch,
+                                                              repo):
+    monkeypatch.setattr(execute, "run_point", lambda *a: pytest.fail("a point ran"))
+    card = repo / "hardware/validation/ramulator2-gddr6-8ch.json"
+    code = main(["sweep", "cnn", "--hardware", f"t4,{card}", "--fidelity", "analytic",
+                 "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no compute peaks: this file describes a memory system only" in err
+    assert not (tmp_path / "out").exists()

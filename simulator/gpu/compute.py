@@ -45,13 +45,18 @@ def ceiling(hw: Hardware, unit: Unit, math_dtype: str) -> Ceiling:
         value = hw.peak_tflops.get(key)
         if value:
             return Ceiling(key, value * TERA)
+    check_compute(hw)
+    tried = ", ".join(table.get(math_dtype, ("fp32",)))
+    raise InputError(f"no compute peak for {math_dtype} on the {unit.value} unit; expected a "
+                     f"number for one of: {tried}", file=hw.path, path="$.compute.peak_tflops")
+
+
+def check_compute(hw: Hardware) -> None:
+    """A training step needs compute peaks: a file of a memory system alone has none."""
     if not any(hw.peak_tflops.values()):
         raise InputError("no compute peaks: this file describes a memory system only; expected "
                          "a 'compute' block (the dram command needs none)", file=hw.path,
                          path="$.compute")
-    tried = ", ".join(table.get(math_dtype, ("fp32",)))
-    raise InputError(f"no compute peak for {math_dtype} on the {unit.value} unit; expected a "
-                     f"number for one of: {tried}", file=hw.path, path="$.compute.peak_tflops")
 
 
 def op_ceiling(hw: Hardware, op: Op) -> Ceiling:

@@ -29,6 +29,7 @@ from simulator.config.loader import load
 from simulator.config.workload import load_workload
 from simulator.errors import InputError
 from simulator.estimate import check_fidelity
+from simulator.gpu.compute import check_compute
 from simulator.sweep import params
 
 
@@ -152,6 +153,8 @@ def build(name: str, hardware: str | list[str], workloads: list[str],
         fidelity = ("sampled" if all(p.hardware.memory.replayable for p in points)
                     else "analytic")
         spec = dataclasses.replace(spec, fidelity=fidelity)
+    for p in points:  # (a memory system alone: every point would fail)
+        check_compute(p.hardware)
     if fidelity != "analytic":
         for p in points:
             if not p.hardware.memory.replayable:
