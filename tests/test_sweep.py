@@ -370,8 +370,9 @@ def test_an_hbm_card_sets_the_default_fidelity_and_refuses_a_replay(tmp_path, ca
     assert code == 2 and "a100-40gb has HBM2 memory" in err and "like for like" in err
     path = write_json({"hardware": "a100-40gb", "workloads": ["cnn"], "fidelity": "analytic",
                        "vary": {"l2_bytes": [1 << 20]}})
-    with pytest.raises(InputError, match="the cycle replay does not simulate"):
+    with pytest.raises(InputError, match="the cycle replay does not simulate") as exc:
         load_sweep(path, "cycle")  # (--fidelity overrides the file's, and is checked)
+    assert str(exc.value).startswith(f"{path} with --fidelity cycle: at $.fidelity")
     assert not (tmp_path / "out").exists()
 
 

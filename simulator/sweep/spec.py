@@ -171,7 +171,7 @@ def load_sweep(path: Path, fidelity: str | None = None) -> SweepSpec:
     """A sweep file, checked against its JSON Schema, then every point built; `fidelity`
     overrides the file's."""
     raw = load(path, "sweep")
-    where = str(path)
+    where = f"{path} with --fidelity {fidelity}" if fidelity else str(path)
     try:
         return build(raw.get("name", path.stem), raw["hardware"], raw["workloads"],
                      raw.get("vary", {}), fidelity or raw.get("fidelity"), where)
