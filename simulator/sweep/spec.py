@@ -137,34 +137,45 @@ def build(name: str, hardware: str | list[str], workloads: list[str],
         if twice:  # (each would be a point of its own, run and listed again)
             raise InputError(f"expected distinct values for '{axis}', got {', '.join(twice)} "
                              f"more than once", file=source, path=f"$.vary.{axis}")
-    cards = {}
-    for i, card in enumerate(given):
-        try:
-            cards[card] = load(resources.resolve("hardware", card), "hardware")
-        except InputError as exc:  # (an unknown name: where in the sweep it stands)
-            raise (exc if exc.file else InputError(
-                exc.message, file=source,
-                path="$.hardware" + (f"[{i}]" if len(given) > 1 else ""))) from None
+    cards = _load_cards(given, source)
     for w in workloads:
         load_workload(w)   # unknown or broken workloads fail here, not in a worker
     spec = SweepSpec(name, cards, tuple(workloads), axes, fidelity or "analytic", source)
     points = spec.points()  # every hardware point checked before anything runs
-    if fidelity is None:  # as `run`: sampled where the GDDR6 engine applies, on every card
-        fidelity = ("sampled" if all(p.hardware.memory.replayable for p in points)
-                    else "analytic")
-        spec = dataclasses.replace(spec, fidelity=fidelity)
     for p in points:  # (a memory system alone: every point would fail)
         check_compute(p.hardware)
-    if fidelity != "analytic":
-        for p in points:
-            if not p.hardware.memory.replayable:
-                m = p.hardware.memory
-                raise InputError(
-                    f"{p.hardware.name} has {m.type} memory, which the {fidelity} replay does "
-                    "not simulate (it runs GDDR6): expected fidelity analytic"
-                    + (", for every card compared, so that they compare like for like"
-                       if len(cards) > 1 else ""), file=source, path="$.fidelity")
-    return spec
+    return dataclasses.replace(spec, fidelity=_fidelity_for(points, fidelity, len(cards) > 1,
+                                                            source))
+
+
+def _load_cards(given: list[str], source: str) -> dict[str, dict]:
+    """Each card's hardware file, by the name or path given; an unknown one is named by its
+    place in the sweep."""
+    cards = {}
+    for i, card in enumerate(given):
+        try:
+            cards[card] = load(resources.resolve("hardware", card), "hardware")
+        except InputError as exc:
+            raise (exc if exc.file else InputError(
+                exc.message, file=source,
+                path="$.hardware" + (f"[{i}]" if len(given) > 1 else ""))) from None
+    return cards
+
+
+def _fidelity_for(points: list[Point], fidelity: str | None, compared: bool,
+                  source: str) -> str:
+    """The fidelity asked for, which every point's memory must allow; or, as `run`'s
+    default, sampled where the GDDR6 engine covers every card and analytic otherwise."""
+    if fidelity is None:
+        return "sampled" if all(p.hardware.memory.replayable for p in points) else "analytic"
+    for p in points if fidelity != "analytic" else ():
+        if not p.hardware.memory.replayable:
+            raise InputError(
+                f"{p.hardware.name} has {p.hardware.memory.type} memory, which the {fidelity} "
+                "replay does not simulate (it runs GDDR6): expected fidelity analytic"
+                + (", for every card compared, so that they compare like for like"
+                   if compared else ""), file=source, path="$.fidelity")
+    return fidelity
 
 
 def load_sweep(path: Path, fidelity: str | None = None) -> SweepSpec:
