@@ -272,7 +272,7 @@ class MemorySystem:
                       controller: ControllerConfig | None = None,
                       skip_idle: bool = True) -> MemorySystem:
         m = hw.memory
-        if not m.is_gddr or m.timing is None:
+        if not m.replayable:
             raise InputError(f"the GDDR6 engine models GDDR6 memory; {hw.name} has {m.type}",
                              file=hw.path, path="$.memory.type")
         return cls(organization(m, hw.path), m.timing, controller or hw.controller,
