@@ -1031,20 +1031,8 @@ def run(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan, r
         if idle.shape[1] > 0:
             far = req_arrive[scal[S_POS]] if scal[S_POS] < n_req else -1
             if scal[S_QUEUED] == 0 and far - clk > 3 * period:
-                if probe_at >= 0 and clk == probe_at + period and _idle_all(
-                        idle, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count, scal,
-                        False):
-                    periods = (far - clk) // period - 1
-                    for ch in range(n_ch):
-                        _idle_skip(idle[ch], ch, periods, period, chan, rch, rbank, faw,
-                                   cmd_count)
-                    _idle_logged(idle[0], scal, periods, n_ch)
-                    clk += periods * period
-                    probe_at = -1
-                elif probe_at < 0 or clk >= probe_at + period:
-                    _idle_all(idle, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count,
-                              scal, True)
-                    probe_at = clk
+                clk, probe_at = _idle_turn(idle, 0, clk, probe_at, far, period, chan, rch,
+                                           rbank, faw, open_row, n_faw, cmd_count, scal)
             else:
                 probe_at = -1
         # ---- channels ------------------------------------------------------------------------
@@ -1200,14 +1188,36 @@ def _idle_logged(idle, scal, periods, channels):
 
 
 @njit(**JIT, forceinline=True)
-def _idle_all(idle, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count, scal, record):
-    """`_idle_probe` for every channel at once (the in-order front end's shared clock): record
-    them all, or say whether all match."""
-    for ch in range(idle.shape[0]):
-        if not _idle_probe(idle[ch], ch, clk, chan, rch, rbank, faw, open_row, n_faw,
+def _idle_all(idle, first, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count, scal,
+              record):
+    """`_idle_probe` for the channels watched together (row i of `idle` is channel
+    first + i's): record them all, or say whether all match."""
+    for i in range(idle.shape[0]):
+        if not _idle_probe(idle[i], first + i, clk, chan, rch, rbank, faw, open_row, n_faw,
                            cmd_count, scal, record):
             return False
     return True
+
+
+@njit(**JIT, forceinline=True)
+def _idle_turn(idle, first, clk, probe_at, far, period, chan, rch, rbank, faw, open_row, n_faw,
+               cmd_count, scal):
+    """Channels idle until `far` (row i of `idle` is channel first + i's: one channel of a
+    per-channel front end, or every channel of the in-order one, which share a clock): one
+    period after the watch began (`probe_at`), if their state repeated, skip the whole periods
+    up to one before `far`; else start watching a period. Returns (clk, probe_at)."""
+    if probe_at >= 0 and clk == probe_at + period and _idle_all(
+            idle, first, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count, scal, False):
+        periods = (far - clk) // period - 1
+        for i in range(idle.shape[0]):
+            _idle_skip(idle[i], first + i, periods, period, chan, rch, rbank, faw, cmd_count)
+        _idle_logged(idle[0], scal, periods, idle.shape[0])
+        return clk + periods * period, np.int64(-1)
+    if probe_at < 0 or clk >= probe_at + period:
+        _idle_all(idle, first, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count, scal,
+                  True)
+        return clk, clk
+    return clk, probe_at
 
 
 @njit(**JIT, nogil=True)
@@ -1221,7 +1231,8 @@ def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_fi
     `until` (so that its refreshes keep time with the other channels'). Threads can share the
     channels out: `scal` and `lat_hist` are the caller's own, and a request's completion is
     written only by its channel's thread. `settings`: see _try_channel. `idle`: the caller's
-    scratch row for skipping idle periods (`idle_words`; empty: never skip)."""
+    scratch row for skipping idle periods, as a one-row array (`idle_words`; no words: never
+    skip)."""
     caps = settings[0]
     n_faw = settings[8]
     period = _idle_period(settings)
@@ -1232,25 +1243,15 @@ def run_channels(channels, bufs, counts, heads, bank_queued, bank_hits, write_fi
         blocked = 0  # the buffer kind + 1 that holds the next request back, 0 when none
         probe_at = np.int64(-1)  # where the idle period being watched began (-1: none)
         while True:
-            if idle.shape[0] > 0:
+            if idle.shape[1] > 0:
                 # the channel's next request, or the cycle it must reach: far enough ahead,
                 # an idle channel watches one period and skips the whole ones that follow
                 far = reqs[pos, G_ARRIVE] if pos < end else (until if final else -1)
                 if (far - clk > 3 * period and not blocked
                         and counts[ch, RBUF] + counts[ch, WBUF] + counts[ch, ABUF] == 0):
-                    if probe_at >= 0 and clk == probe_at + period and _idle_probe(
-                            idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count,
-                            scal, False):
-                        periods = (far - clk) // period - 1
-                        _idle_skip(idle, ch, periods, period, chan, rch, rbank, faw,
-                                   cmd_count)
-                        _idle_logged(idle, scal, periods, 1)
-                        clk += periods * period
-                        probe_at = -1
-                    elif probe_at < 0 or clk >= probe_at + period:
-                        _idle_probe(idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw,
-                                    cmd_count, scal, True)
-                        probe_at = clk
+                    clk, probe_at = _idle_turn(idle, ch, clk, probe_at, far, period, chan,
+                                               rch, rbank, faw, open_row, n_faw, cmd_count,
+                                               scal)
                 else:
                     probe_at = -1
             if chan[ch, C_NEXT_TRY] <= clk:

@@ -381,7 +381,7 @@ class MemorySystem:
                                        np.empty(n_ch, np.int64))
                 E.run_channels(np.arange(lo, hi), *state, self._scal[k], self._chan, *tables,
                                self._lat_hist[k], self._lat, self._log, grouped, starts, final,
-                               until, completion, settings, self._idle[k])
+                               until, completion, settings, self._idle[k:k + 1])
             if threads == 1:
                 share(0)
             else:
