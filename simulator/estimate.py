@@ -50,6 +50,25 @@ def check_fidelity(fidelity: str, file: str | None = None, path: str | None = No
 # What limits an op: its arithmetic; DRAM streaming; DRAM latency with too few requests in flight
 # to cover it; the L2's bandwidth; or the kernel is so small its launch gap dominates.
 BOUNDS = ("compute", "dram_bandwidth", "dram_latency", "l2", "launch")
+# Bounds that memory sets: DRAM or L2. A launch-bound op is not among them: its time is the gap
+# before a kernel too small to hide it, which neither faster memory nor more FLOP/s shortens.
+MEMORY_BOUNDS = frozenset({"dram_bandwidth", "dram_latency", "l2"})
+# What a phase or step is said to be bound by: the class of op bounds holding most of its time.
+BOUND_CLASSES = ("memory", "compute", "launch")
+
+
+def bound_class(bound: str) -> str:
+    """memory, compute or launch, for one of BOUNDS."""
+    return "memory" if bound in MEMORY_BOUNDS else bound
+
+
+def dominant_class(ops: list[OpTime]) -> str:
+    """The class of op bounds that holds for most of these ops' time (memory on a tie, as the
+    bound a roofline reader checks first)."""
+    time = dict.fromkeys(BOUND_CLASSES, 0.0)
+    for o in ops:
+        time[bound_class(o.bound)] += o.time_s
+    return max(BOUND_CLASSES, key=lambda c: time[c])
 
 
 @dataclass(frozen=True)
@@ -69,7 +88,7 @@ class OpTime:
 
     @property
     def memory_bound(self) -> bool:
-        return self.bound != "compute"
+        return self.bound in MEMORY_BOUNDS
 
     @property
     def bytes_to_dram(self) -> int:
@@ -85,6 +104,8 @@ class PhaseTotals:
     bytes_written: int
     time_s: float
     memory_bound_time_s: float
+    launch_bound_time_s: float
+    bound: str           # memory, compute or launch: the class holding most of its time
 
     @property
     def bytes_moved(self) -> int:
@@ -93,11 +114,6 @@ class PhaseTotals:
     @property
     def arithmetic_intensity(self) -> float:
         return self.flops / self.bytes_moved if self.bytes_moved else 0.0
-
-    @property
-    def bound(self) -> str:
-        """The bound that holds for most of the phase's time."""
-        return "memory" if self.memory_bound_time_s * 2 > self.time_s else "compute"
 
 
 @dataclass(frozen=True)
@@ -121,12 +137,22 @@ class StepEstimate:
     def step_time_s(self) -> float:
         return sum(o.time_s for o in self.ops)
 
+    @property
+    def memory_bound_time_s(self) -> float:
+        return sum(o.time_s for o in self.ops if o.memory_bound)
+
+    @property
+    def bound(self) -> str:
+        """memory, compute or launch: the class of op bounds holding most of the step."""
+        return dominant_class(self.ops)
+
     def phase(self, phase: Phase) -> PhaseTotals:
         sel = [o for o in self.ops if o.op.phase == phase]
         return PhaseTotals(
             phase, len(sel), sum(o.op.flops for o in sel), sum(o.op.bytes_read for o in sel),
             sum(o.op.bytes_written for o in sel), sum(o.time_s for o in sel),
-            sum(o.time_s for o in sel if o.memory_bound))
+            sum(o.time_s for o in sel if o.memory_bound),
+            sum(o.time_s for o in sel if o.bound == "launch"), dominant_class(sel))
 
     def phases(self) -> list[PhaseTotals]:
         return [self.phase(p) for p in PHASES]

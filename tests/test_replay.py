@@ -291,6 +291,42 @@ def test_bottleneck_summary(cnn_sampled):
     assert b.what_if["dram_bandwidth_+25%"] < cnn_sampled.step_time_s
 
 
+def test_launch_bound_time_is_not_memory_bound(cnn_sampled, cnn, t4):
+    """A kernel smaller than its launch gap waits on the launch, not on memory: the memory-bound
+    share counts DRAM- and L2-bound ops only (it had counted every op not bound by compute, so
+    the CNN's optimizer, launch-bound on a card with long gaps, read as memory-bound), and a
+    phase is bound by the class (memory, compute, launch) that holds most of its time."""
+    from simulator.estimate import BOUND_CLASSES, MEMORY_BOUNDS, bound_class
+    from simulator.report.text import bottleneck_lines, phase_rows
+
+    def class_times(ops):
+        times = dict.fromkeys(BOUND_CLASSES, 0.0)
+        for o in ops:
+            times[bound_class(o.bound)] += o.time_s
+        return times
+
+    slow_launch = dataclasses.replace(t4, kernel_launch_overhead_us=50.0)
+    gappy = replay(cnn, slow_launch, "sampled")
+    for est in (cnn_sampled, gappy):
+        b = est.replay.bottlenecks
+        step = est.step_time_s
+        assert b.time_by_bound["launch"] > 0
+        memory = sum(o.time_s for o in est.ops if o.bound in MEMORY_BOUNDS)
+        assert b.memory_bound_share == pytest.approx(memory / step)
+        assert est.memory_bound_time_s == pytest.approx(memory)
+        for p in est.phases():
+            times = class_times(o for o in est.ops if o.op.phase is p.phase)
+            assert p.bound == max(times, key=times.get)
+            assert p.launch_bound_time_s == pytest.approx(times["launch"])
+        times = class_times(est.ops)
+        assert est.bound == max(times, key=times.get)
+    # 50 us gaps before 37 kernels of a few us each: the step waits on launches
+    assert gappy.bound == "launch"
+    assert gappy.replay.bottlenecks.memory_bound_share < 0.2
+    assert any(row[-1].startswith("launch (") for row in phase_rows(gappy)[1:-1])
+    assert any("launch-bound share of step time" in line for line in bottleneck_lines(gappy))
+
+
 def test_what_if_estimates_agree_with_simulating_the_change(cnn_sampled, cnn):
     """The summary estimates each change op by op from the step it has; simulating the
     changed card must agree. Compute +25 % (the CNN on the T4 runs on fp32 alone): within

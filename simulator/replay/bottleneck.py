@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from simulator.config.hardware import Hardware
 from simulator.dram.system import Counters, MemorySystem, turnaround_cycles_per_switch
-from simulator.estimate import OpTime
+from simulator.estimate import MEMORY_BOUNDS, OpTime
 from simulator.gpu.l2 import L2Cache, cache_capacity
 
 CAUSES = ("row_misses", "bank_group_spacing", "read_write_turnaround", "refresh",
@@ -33,7 +33,7 @@ DEFAULT_DRAM_EFFICIENCY = 0.9  # share of peak assumed when no op was DRAM-bound
 @dataclass(frozen=True)
 class Bottlenecks:
     step_s: float
-    memory_bound_share: float         # share of step time in ops not bound by compute
+    memory_bound_share: float         # share of step time in ops bound by DRAM or L2
     time_by_bound: dict[str, float]   # seconds of step time per bound
     dram_busy_share: float            # data-bus busy share of channel-cycles in DRAM-bound ops
     dram_lost_by_cause: dict[str, float]  # share of those channel-cycles lost, per cause
@@ -96,6 +96,6 @@ def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list)
         what_if["l2_bandwidth_+25%"] += o.launch_s + max(o.compute_s, mem, o.l2_s / SPEEDUP)
         what_if["l2_capacity_x2"] += o.launch_s + max(o.compute_s, min(l2x2_mem, mem), o.l2_s)
     best = min(what_if, key=what_if.get)
-    mem_share = sum(v for k, v in by_bound.items() if k != "compute") / step if step else 0.0
+    mem_share = sum(v for k, v in by_bound.items() if k in MEMORY_BOUNDS) / step if step else 0.0
     return Bottlenecks(step, mem_share, by_bound,
                        busy_total / span_total if span_total else 0.0, lost_share, what_if, best)

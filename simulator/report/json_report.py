@@ -96,6 +96,8 @@ def run_doc(r: RunResult) -> dict[str, Any]:
                    "bytes_written": p.bytes_written, "time_s": p.time_s,
                    "arithmetic_intensity": p.arithmetic_intensity, "bound": p.bound,
                    "memory_bound_time_share": (p.memory_bound_time_s / p.time_s
+                                               if p.time_s else 0.0),
+                   "launch_bound_time_share": (p.launch_bound_time_s / p.time_s
                                                if p.time_s else 0.0)}
             for name, p in phases.items()
         },

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from simulator.config.hardware import Hardware
-from simulator.estimate import OpTime, StepEstimate
+from simulator.estimate import OpTime, PhaseTotals, StepEstimate
 from simulator.gpu import memory_path
+from simulator.gpu.compute import launch_overhead_s
 from simulator.gpu.l2 import ESTIMATED_L2_TO_DRAM_BANDWIDTH
 from simulator.pipeline import RunResult
 from simulator.units import GB, GiB, fmt_bytes, fmt_flops, fmt_seconds
@@ -158,14 +159,20 @@ def phase_rows(est: StepEstimate) -> list[list[str]]:
                      fmt_seconds(p.time_s),
                      *([fmt_seconds(ana_phase[p.phase])] if simulated else []),
                      _pct(p.time_s / step if step else 0),
-                     f"{p.bound} ({_pct(p.memory_bound_time_s / p.time_s if p.time_s else 0)} "
-                     "of time memory-bound)"])
+                     f"{p.bound} ({_pct(_class_time(p) / p.time_s if p.time_s else 0)} "
+                     f"of time {p.bound}-bound)"])
     total_flops = sum(p.flops for p in est.phases())
     rows.append(["step", str(len(est.ops)), fmt_flops(total_flops),
                  fmt_bytes(sum(p.bytes_read for p in est.phases())),
                  fmt_bytes(sum(p.bytes_written for p in est.phases())), "", fmt_seconds(step),
                  *([fmt_seconds(analytic.step_time_s)] if simulated else []), "100.0 %", ""])
     return rows
+
+
+def _class_time(p: PhaseTotals) -> float:
+    """Seconds of the phase in ops whose bound is of the phase's bound class."""
+    return {"memory": p.memory_bound_time_s, "launch": p.launch_bound_time_s}.get(
+        p.bound, p.time_s - p.memory_bound_time_s - p.launch_bound_time_s)
 
 
 def op_rows(est: StepEstimate, top: int) -> list[list[str]]:
@@ -198,7 +205,7 @@ def fidelity_line(est: StepEstimate) -> str:
 
 def step_line(est: StepEstimate) -> str:
     step = est.step_time_s
-    mem_share = _pct(sum(p.memory_bound_time_s for p in est.phases()) / step if step else 0)
+    mem_share = _pct(est.memory_bound_time_s / step if step else 0)
     if est.replay is None:
         return f"Step time  {fmt_seconds(step)}  (analytic; {mem_share} of it in memory-bound ops)"
     a = est.analytic.step_time_s
@@ -212,6 +219,8 @@ def step_line(est: StepEstimate) -> str:
 def _signed_pct(x: float) -> str:
     return f"{x * 100:+.1f} %"
 
+
+LAUNCH_SHARE_SHOWN = 0.01  # launch gaps under this share of the step go unmentioned
 
 CHANGE_NAMES = {"dram_bandwidth_+25%": "DRAM bandwidth +25 % (data rate or bus width)",
                 "compute_+25%": "compute +25 % (SM clock or count)",
@@ -236,6 +245,12 @@ def bottleneck_lines(est: StepEstimate) -> list[str]:
     lines = ["Bottlenecks",
              f"  memory-bound share of step time: {_pct(b.memory_bound_share)}; time by bound: "
              + ", ".join(f"{k} {fmt_seconds(v)}" for k, v in b.time_by_bound.items())]
+    launch = b.time_by_bound.get("launch", 0.0)
+    if launch >= LAUNCH_SHARE_SHOWN * step:
+        lines.append(f"  launch-bound share of step time: {_pct(launch / step)}, in ops "
+                     f"smaller than the {fmt_seconds(launch_overhead_s(est.hardware))} gap "
+                     "before each kernel: no change below shortens it, fusing kernels or "
+                     "CUDA graphs would")
     if b.dram_lost_by_cause:
         lost = sorted(b.dram_lost_by_cause.items(), key=lambda kv: -kv[1])
         lines.append(f"  DRAM in DRAM-bound ops: data bus busy {_pct(b.dram_busy_share)} of "

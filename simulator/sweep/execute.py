@@ -43,7 +43,6 @@ def run_point(workload: str, hardware: Hardware, fidelity: str) -> dict[str, Any
     r = analyze(_step(workload), hardware, fidelity=fidelity, dram_memo=_DRAM_MEMO)
     est = r.estimate
     step = est.step_time_s
-    memory_bound = sum(p.memory_bound_time_s for p in est.phases())
     dram_bytes = sum(o.bytes_to_dram for o in est.ops)
     price = hardware.price_usd
     row = {
@@ -52,8 +51,8 @@ def run_point(workload: str, hardware: Hardware, fidelity: str) -> dict[str, Any
         "error_bound_s": est.replay.error_bound_s if est.replay else 0.0,
         "achieved_bandwidth_GBps": dram_bytes / step / GB if step else 0.0,
         "peak_bandwidth_GBps": hardware.memory.peak_bandwidth_GBps,
-        "memory_bound_share": memory_bound / step if step else 0.0,
-        "bound": "memory" if memory_bound * 2 > step else "compute",
+        "memory_bound_share": est.memory_bound_time_s / step if step else 0.0,
+        "bound": est.bound,
         "peak_memory_bytes": r.memory.peak_bytes,
         "capacity_bytes": hardware.memory.capacity_bytes,
         "fits": r.fits,
