@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from simulator.pipeline import RunResult
-from simulator.units import GB, TERA, byte_unit, fmt_bytes, time_unit
+from simulator.units import GB, TERA, byte_unit, fmt_bytes, fmt_seconds, time_unit
 from simulator.workload.memory import CATEGORIES
 from simulator.workload.trace import PHASES
 
@@ -40,7 +40,7 @@ def roofline(r: RunResult):
     simulated one, so the distance is what DRAM, L2 and compute losses cost."""
     hw, est = r.hardware, r.estimate
     bw = hw.peak_bandwidth_Bps
-    fig, ax = _figure(9, 6)
+    fig, ax = _figure(11, 6)
     ai, perf = _positions(est.ops)
     simulated = est.replay is not None
     if simulated:
@@ -62,8 +62,8 @@ def roofline(r: RunResult):
         # the memory ceiling the replay found: the data bus's busy share in DRAM-bound ops
         busy = est.replay.bottlenecks.dram_busy_share
         ax.plot(xs, np.minimum(bw * busy * xs, top), color="black", lw=1.0, ls="--",
-                label=f"DRAM sustained {bw * busy / GB:.0f} GB/s (simulated: data bus busy "
-                f"{busy * 100:.1f} % in DRAM-bound ops)")
+                label=f"DRAM sustained {bw * busy / GB:.0f} GB/s\n(simulated: data bus busy "
+                f"{busy * 100:.1f} %\nin DRAM-bound ops)")
     if simulated:
         l2 = est.replay.l2_bandwidth_GBps * GB
         ax.plot(xs, np.minimum(l2 * xs, top), color="purple", lw=1.0, ls="-.",
@@ -93,7 +93,7 @@ def roofline(r: RunResult):
     memory_only = [o for o in est.ops if not o.op.flops]
     if memory_only:
         t = sum(o.time_s for o in memory_only)
-        ax.annotate(f"{len(memory_only)} ops with no counted FLOPs: {t * 1e3:.2f} ms "
+        ax.annotate(f"{len(memory_only)} ops with no counted FLOPs: {fmt_seconds(t)} "
                     f"({t / total * 100:.0f} % of the step), not placed",
                     (0.01, 0.01), xycoords="axes fraction", fontsize=8)
     ax.set_xscale("log")
@@ -106,7 +106,8 @@ def roofline(r: RunResult):
                                                               else ")"))
     ax.set_ylabel("achieved FLOP/s")
     ax.set_title(f"{r.workload.name} on {hw.display_name}: roofline ({est.fidelity})")
-    ax.legend(fontsize=7, loc="upper left")
+    # beside the axes: inside, it hid the ceilings' labels and the ops near the ridge
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     fig.tight_layout()
     return fig
