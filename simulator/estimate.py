@@ -62,13 +62,13 @@ def bound_class(bound: str) -> str:
     return "memory" if bound in MEMORY_BOUNDS else bound
 
 
-def dominant_class(ops: list[OpTime]) -> str:
+def dominant_class(ops: list[OpTime]) -> str | None:
     """The class of op bounds that holds for most of these ops' time (memory on a tie, as the
-    bound a roofline reader checks first)."""
+    bound a roofline reader checks first); None for no ops (a phase the step does not have)."""
     time = dict.fromkeys(BOUND_CLASSES, 0.0)
     for o in ops:
         time[bound_class(o.bound)] += o.time_s
-    return max(BOUND_CLASSES, key=lambda c: time[c])
+    return max(BOUND_CLASSES, key=lambda c: time[c]) if ops else None
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class PhaseTotals:
     time_s: float
     memory_bound_time_s: float
     launch_bound_time_s: float
-    bound: str           # memory, compute or launch: the class holding most of its time
+    bound: str | None    # memory, compute or launch: the class holding most of its time
 
     @property
     def bytes_moved(self) -> int:
@@ -142,7 +142,7 @@ class StepEstimate:
         return sum(o.time_s for o in self.ops if o.memory_bound)
 
     @property
-    def bound(self) -> str:
+    def bound(self) -> str | None:
         """memory, compute or launch: the class of op bounds holding most of the step."""
         return dominant_class(self.ops)
 

@@ -79,6 +79,9 @@ def test_stream_kernels_move_babelstream_bytes(repo):
     assert moved["add"] == moved["triad"] == 3 * array
     assert moved["dot"] == 2 * array + 256 * 8  # plus one partial sum per block
     assert r.memory.peak_bytes == 3 * array + 256 * 8
+    # a benchmark has no backward or optimizer: those phases have no bound to name
+    bounds = {p.phase.value: p.bound for p in r.estimate.phases()}
+    assert bounds == {"forward": "memory", "backward": None, "optimizer": None}
 
 
 def test_a_benchmark_is_not_also_a_training_step(write_json, capsys, repo):

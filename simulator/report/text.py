@@ -160,7 +160,7 @@ def phase_rows(est: StepEstimate) -> list[list[str]]:
                      *([fmt_seconds(ana_phase[p.phase])] if simulated else []),
                      _pct(p.time_s / step if step else 0),
                      f"{p.bound} ({_pct(_class_time(p) / p.time_s if p.time_s else 0)} "
-                     f"of time {p.bound}-bound)"])
+                     f"of time {p.bound}-bound)" if p.bound else "-"])
     total_flops = sum(p.flops for p in est.phases())
     rows.append(["step", str(len(est.ops)), fmt_flops(total_flops),
                  fmt_bytes(sum(p.bytes_read for p in est.phases())),
