@@ -384,4 +384,5 @@ def test_a_memory_system_alone_is_refused_before_anything_runs(tmp_path, capsys,
                  "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and "no compute peaks: this file describes a memory system only" in err
+    assert f"error: {card}: at $.compute:" in err  # its own file, not the point's name.json
     assert not (tmp_path / "out").exists()

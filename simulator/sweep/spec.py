@@ -143,7 +143,12 @@ def build(name: str, hardware: str | list[str], workloads: list[str],
     spec = SweepSpec(name, cards, tuple(workloads), axes, fidelity or "analytic", source)
     points = spec.points()  # every hardware point checked before anything runs
     for p in points:  # (a memory system alone: every point would fail)
-        check_compute(p.hardware)
+        try:
+            check_compute(p.hardware)
+        except InputError as exc:  # named by the card's own file, not the point's name.json
+            card = p.settings.get(CARD_AXIS, given[0])
+            raise InputError(exc.message, file=str(resources.resolve("hardware", card)),
+                             path=exc.path) from None
     return dataclasses.replace(spec, fidelity=_fidelity_for(points, fidelity, len(cards) > 1,
                                                             source))
 
