@@ -9,7 +9,13 @@ from simulator import resources, units
 from simulator.config.loader import load
 from simulator.dram.controller import ControllerConfig
 from simulator.dram.mapping import AddressMapping
-from simulator.dram.organization import BURST_CK, BURST_LENGTH, CHANNEL_WIDTH_BITS, organization
+from simulator.dram.organization import (
+    BURST_CK,
+    BURST_LENGTH,
+    CHANNEL_WIDTH_BITS,
+    CHANNELS_PER_DEVICE,
+    organization,
+)
 from simulator.dram.timing import GDDR6Timing, check, refresh_problem
 from simulator.errors import InputError
 from simulator.units import BITS_PER_PIN_PER_CK
@@ -123,9 +129,10 @@ def _memory(raw: dict, file: str) -> MemorySpec:
     timing = None
     source = None
     if m["type"] in GDDR_TYPES:
-        if chw != CHANNEL_WIDTH_BITS or per_dev != 2:
+        if chw != CHANNEL_WIDTH_BITS or per_dev != CHANNELS_PER_DEVICE:
             raise InputError(f"expected GDDR6 organization: channel_width_bits "
-                             f"{CHANNEL_WIDTH_BITS} and channels_per_device 2", file=file,
+                             f"{CHANNEL_WIDTH_BITS} and channels_per_device "
+                             f"{CHANNELS_PER_DEVICE}", file=file,
                              path="$.memory")
         if "timing" not in m:
             raise InputError("'timing' is required for GDDR memory (a datasheet timing set)",

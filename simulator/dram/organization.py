@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 BANK_GROUPS = 4
 BANKS_PER_GROUP = 4
 CHANNEL_WIDTH_BITS = 16
+CHANNELS_PER_DEVICE = 2  # two independent channels per device (JESD250 x16 mode)
 BURST_LENGTH = 16
 ACCESS_BYTES = CHANNEL_WIDTH_BITS * BURST_LENGTH // BITS_PER_BYTE  # 32 B: BL16, 16-bit channel
 # the CK cycles one access holds the data bus: its nBL, fixed by the interface (2)
