@@ -123,19 +123,24 @@ def bandwidth_over_time(r: RunResult):
     est = r.estimate
     edges = _step_edges(est.ops)
     t_unit, t_size = time_unit(edges[-1])
+    peak = r.hardware.memory.peak_bandwidth_GBps
     fig, ax = _figure(9, 3.5)
+    labelled = set()
     for o, a, b in zip(est.ops, edges[:-1], edges[1:], strict=True):
         if o.time_s > 0:
             bw = o.bytes_to_dram / o.time_s / GB
-            ax.fill_between([a / t_size, b / t_size], 0, bw,
-                            color=PHASE_COLORS[o.op.phase.value], alpha=0.7, lw=0)
-    ax.axhline(r.hardware.memory.peak_bandwidth_GBps, color="black", lw=1, ls="--",
-               label="peak")
+            phase = o.op.phase.value
+            ax.fill_between([a / t_size, b / t_size], 0, bw, color=PHASE_COLORS[phase],
+                            alpha=0.7, lw=0, label=None if phase in labelled else phase)
+            labelled.add(phase)
+    ax.axhline(peak, color="black", lw=1, ls="--", label=f"peak {peak:.0f} GB/s")
     ax.set_xlabel(f"time in the step ({t_unit})")
     ax.set_ylabel("DRAM bandwidth (GB/s)")
-    ax.set_title("bandwidth over time (forward blue, backward red, optimizer green)")
+    ax.set_title("DRAM bandwidth over the step (each op's DRAM bytes over its time)")
     ax.set_xlim(0, max(edges[-1] / t_size, 1e-9))
-    ax.legend(fontsize=8, loc="upper right")
+    ax.set_ylim(0, peak * 1.1)
+    # beside the axes: inside, it covered the busiest ops, which run at the peak line
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
