@@ -3,8 +3,8 @@
 Plots vary one parameter at a time with the others at their first listed value: step time (on a
 log scale where workloads' times differ tenfold), the speedup over the first value (what the
 change buys, comparable across workloads) and achieved DRAM bandwidth per workload, the
-memory-bound share of the step (where it crosses 50 % the bottleneck shifts between memory and
-compute) and, where the card's price is known, steps per hour per $1000. Two varied parameters
+memory-bound share of the step (DRAM- or L2-bound ops; above 50 % memory bounds most of the
+step) and, where the card's price is known, steps per hour per $1000. Two varied parameters
 also get a heatmap of step time.
 
 Elasticity of step time to a parameter, d ln(step) / d ln(value), is the least-squares slope
@@ -125,7 +125,8 @@ def _line_plot(rows, axes, workloads, key, label, scale=1.0, speedup=False, log_
                 ax.plot(xs, ys, marker="o", label=w, ls="none" if axis == CARD_AXIS else "-")
                 drawn += ys
         if key == "memory_bound_share":
-            ax.axhline(50, color="grey", ls="--", lw=0.8, label="memory = compute")
+            # (above it memory bounds most of the step; launch gaps count apart from memory)
+            ax.axhline(50, color="grey", ls="--", lw=0.8, label="half the step")
         if speedup:
             ax.axhline(1, color="grey", ls="--", lw=0.8)
         ax.set_xlabel(axis)
