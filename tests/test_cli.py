@@ -48,6 +48,14 @@ def test_run_json_contract(capsys):
         assert op["dram_bytes"] >= 0 and op["analytic_time_s"] > 0
         assert op["achieved_bandwidth_GBps"] <= doc["hardware"]["peak_bandwidth_GBps"] * 1.000001
     assert doc["step_time_s"] == pytest.approx(sum(op["time_s"] for op in ops))
+    # the step's bound: the class (memory: DRAM or L2; compute; launch) holding most of it
+    held = {"memory": 0.0, "compute": 0.0, "launch": 0.0}
+    for op in ops:
+        held["memory" if op["bound"] in ("dram_bandwidth", "dram_latency", "l2")
+             else op["bound"]] += op["time_s"]
+    assert doc["step_bound"] == max(held, key=held.get)
+    assert doc["replay"]["bottlenecks"]["memory_bound_time_share"] == pytest.approx(
+        held["memory"] / doc["step_time_s"])
     assert doc["fidelity"] == "sampled"
     assert doc["analytic_step_time_s"] == pytest.approx(sum(op["analytic_time_s"] for op in ops))
     assert 0 <= doc["step_time_error_bound_s"] < doc["step_time_s"]

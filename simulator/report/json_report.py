@@ -102,6 +102,7 @@ def run_doc(r: RunResult) -> dict[str, Any]:
             for name, p in phases.items()
         },
         "step_time_s": est.step_time_s,
+        "step_bound": est.bound,
         "analytic_step_time_s": analytic.step_time_s,
         "step_time_error_bound_s": est.replay.error_bound_s if est.replay else 0.0,
         "bounds": list(BOUNDS),

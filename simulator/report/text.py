@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from simulator.config.hardware import Hardware
-from simulator.estimate import OpTime, PhaseTotals, StepEstimate
+from simulator.estimate import OpTime, StepEstimate
 from simulator.gpu import memory_path
 from simulator.gpu.compute import launch_overhead_s
 from simulator.gpu.l2 import ESTIMATED_L2_TO_DRAM_BANDWIDTH
@@ -159,20 +159,24 @@ def phase_rows(est: StepEstimate) -> list[list[str]]:
                      fmt_seconds(p.time_s),
                      *([fmt_seconds(ana_phase[p.phase])] if simulated else []),
                      _pct(p.time_s / step if step else 0),
-                     f"{p.bound} ({_pct(_class_time(p) / p.time_s if p.time_s else 0)} "
-                     f"of time {p.bound}-bound)" if p.bound else "-"])
+                     _bound_cell(p.bound, p.memory_bound_time_s, p.launch_bound_time_s,
+                                 p.time_s)])
     total_flops = sum(p.flops for p in est.phases())
     rows.append(["step", str(len(est.ops)), fmt_flops(total_flops),
                  fmt_bytes(sum(p.bytes_read for p in est.phases())),
                  fmt_bytes(sum(p.bytes_written for p in est.phases())), "", fmt_seconds(step),
-                 *([fmt_seconds(analytic.step_time_s)] if simulated else []), "100.0 %", ""])
+                 *([fmt_seconds(analytic.step_time_s)] if simulated else []), "100.0 %",
+                 _bound_cell(est.bound, est.memory_bound_time_s,
+                             sum(o.time_s for o in est.ops if o.bound == "launch"), step)])
     return rows
 
 
-def _class_time(p: PhaseTotals) -> float:
-    """Seconds of the phase in ops whose bound is of the phase's bound class."""
-    return {"memory": p.memory_bound_time_s, "launch": p.launch_bound_time_s}.get(
-        p.bound, p.time_s - p.memory_bound_time_s - p.launch_bound_time_s)
+def _bound_cell(bound: str | None, memory_s: float, launch_s: float, time_s: float) -> str:
+    """'memory (56.4 % of time memory-bound)': the bound class and the share it holds."""
+    if bound is None:
+        return "-"
+    held = {"memory": memory_s, "launch": launch_s}.get(bound, time_s - memory_s - launch_s)
+    return f"{bound} ({_pct(held / time_s if time_s else 0)} of time {bound}-bound)"
 
 
 def op_rows(est: StepEstimate, top: int) -> list[list[str]]:
