@@ -86,6 +86,16 @@ def test_malformed_line_names_file_and_line(capsys, tmp_path, line):
     assert f"{path}:3:" in err and "expected '0x<hex address> READ|WRITE <cycle>'" in err
 
 
+@pytest.mark.parametrize("text", ["", "\n\n", "# a comment, no request\n"])
+def test_a_trace_without_requests_is_refused(capsys, tmp_path, text):
+    """No request gives no figures: its zeros (0 GB/s, latency 0 ns) would read as results."""
+    path = tmp_path / "none.trace"
+    path.write_text(text)
+    code, out, err = run_dram(capsys, str(path), "--hardware", str(VALIDATION))
+    assert code == 2 and out == ""
+    assert f"error: {path}: expected at least one '0x<hex address> READ|WRITE <cycle>'" in err
+
+
 def test_address_beyond_capacity(capsys, tmp_path):
     path = tmp_path / "far.trace"
     path.write_text("0x0 READ 0\n0x100000000 READ 0\n")   # 4 GiB: one past the last byte

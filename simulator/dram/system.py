@@ -402,8 +402,10 @@ class MemorySystem:
             self.feed(block.address, block.is_write, block.cycle, final=nxt is None,
                       want_completion=False)
             block = nxt
-        if not self._finished:  # an empty trace
-            self.feed(np.zeros(0, np.uint64), np.zeros(0, np.int64), final=True)
+        if not self._finished:  # no request: its statistics would be zeros, not figures
+            raise InputError("expected at least one '0x<hex address> READ|WRITE <cycle>' "
+                             "line; the file has none (blank lines and comments only)",
+                             file=str(path))
         return self.stats()
 
     @property
