@@ -9,7 +9,7 @@ from pathlib import Path
 
 from simulator.config.hardware import hardware_names, load_hardware
 from simulator.config.workload import load_workload, workload_names
-from simulator.errors import InputError
+from simulator.errors import InputError, check_folder
 from simulator.estimate import FIDELITIES
 from simulator.units import GiB, fmt_bytes, fmt_flops
 
@@ -60,8 +60,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                              "file names its hardware")
         spec = load_sweep(Path(args.target), args.fidelity)
     out = Path(args.out or f"sweep-{spec.name}")
-    if out.exists() and not out.is_dir():
-        raise InputError("expected a directory for --out, got a file", file=str(out))
+    check_folder(out, f"--out {out}")
     points = len(spec.points())
     print(f"sweep {spec.name}: {points} points ({len(spec.workloads)} workloads x "
           f"{points // len(spec.workloads)} hardware settings), {spec.fidelity} fidelity, "

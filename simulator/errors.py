@@ -47,6 +47,16 @@ def open_input(path: Path, expected: str, binary: bool = False) -> IO:
         raise InputError(f"cannot read: {exc}", file=str(path)) from None
 
 
+def check_folder(folder: Path, writing: str) -> None:
+    """A folder to write into, made if need be: it, or the nearest part of it that exists,
+    must be a folder (else the OS says "File exists" or "Not a directory"). `writing` names
+    what goes there, for the message: "--out DIR", or a file."""
+    folder = Path(folder)
+    nearest = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if nearest is not None and not nearest.is_dir():
+        raise InputError(f"expected a directory for {writing}, got a file", file=str(nearest))
+
+
 @contextmanager
 def staged_beside(target: Path) -> Iterator[None]:
     """Making a temporary file or folder beside an output: a failure (no folder can be made
@@ -54,4 +64,5 @@ def staged_beside(target: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
+        check_folder(Path(target).parent, str(target))
         raise OSError(exc.errno, exc.strerror, str(target)) from None

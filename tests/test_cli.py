@@ -300,16 +300,31 @@ def test_bad_input_exits_2_without_traceback(write_json):
 
 
 @pytest.mark.parametrize("command", [["run", "cnn", "--fidelity", "analytic", "--out"],
-                                     ["trace", "cnn", "-o"]])
-def test_an_output_that_cannot_be_written_is_an_error(capsys, tmp_path, command):
-    """Not a traceback: one line naming what was asked for, exit 1 (the input was fine)."""
+                                     ["trace", "cnn", "-o"],
+                                     ["sweep", "cnn", "--hardware", "t4,l4", "--fidelity",
+                                      "analytic", "--out"]])
+def test_an_output_under_a_file_names_the_file_in_the_way(capsys, tmp_path, command):
+    """Not a traceback, nor the OS's "File exists" / "Not a directory" on the path asked
+    for: one line naming the file that is in the way, exit 2 as for --out FILE."""
     blocker = tmp_path / "file"
     blocker.write_text("")
-    target = blocker / "out"  # under a file: no folder can be made there
+    target = blocker / "sub" / "out"  # under a file: no folder can be made there
     code, out, err = run_cli(capsys, *command, str(target))
-    assert code == 1 and err.startswith(f"error: {target}: cannot write: ")
-    assert err.count("\n") == 1 and out == ""
+    assert code == 2 and err.startswith(f"error: {blocker}: expected a directory for "), err
+    assert str(target) in err and err.count("\n") == 1 and out == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+@pytest.mark.parametrize("command", [["run", "cnn", "--fidelity", "analytic", "--out"],
+                                     ["trace", "cnn", "-o"]])
+def test_an_output_that_cannot_be_written_is_an_error(capsys, tmp_path, command):
+    """The OS refuses the name (one longer than any file system takes; permissions would not
+    stop root): one line naming what was asked for, exit 1."""
+    target = tmp_path / ("x" * 300)
+    code, out, err = run_cli(capsys, *command, str(target))
+    assert code == 1 and err.startswith(f"error: {target}: cannot write: "), err
+    assert err.count("\n") == 1 and out == ""
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_top_sets_the_op_table_and_zero_leaves_it_out(capsys):

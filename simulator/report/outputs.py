@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from simulator.errors import InputError, staged_beside
+from simulator.errors import check_folder, staged_beside
 from simulator.pipeline import RunResult
 
 
@@ -21,8 +21,7 @@ def publish(out_dir: Path, files: dict[str, bytes]) -> list[Path]:
     """Write the files (name -> content) into out_dir all or none: staged beside it, then
     each moved in by an atomic rename."""
     out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError("expected a directory for the output, got a file", file=str(out_dir))
+    check_folder(out_dir, str(out_dir))
     with staged_beside(out_dir):
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
@@ -51,8 +50,7 @@ def write_outputs(r: RunResult, out_dir: Path) -> list[Path]:
     from simulator.report.json_report import run_doc
     from simulator.report.text import run_report
 
-    if Path(out_dir).exists() and not Path(out_dir).is_dir():
-        raise InputError("expected a directory for --out, got a file", file=str(out_dir))
+    check_folder(out_dir, f"--out {out_dir}")
     stem = r.workload.name
     files = {f"{stem}.json": json.dumps(run_doc(r), indent=2, allow_nan=False).encode(),
              f"{stem}.txt": (run_report(r) + "\n").encode()}
