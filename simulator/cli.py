@@ -342,9 +342,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _list_and_show(sub, name: str, help_text: str, listing: tuple, showing: tuple) -> None:
-    """A `NAME list` / `NAME show ITEM` pair of subcommands, each with --json."""
+    """A `NAME list` / `NAME show ITEM` pair of subcommands, each with --json; `NAME` alone
+    lists."""
     group = sub.add_parser(name, help=help_text)
-    actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
+    group.set_defaults(func=listing[1], json=False)
+    actions = group.add_subparsers(dest="action", metavar="ACTION")
     lst = actions.add_parser("list", help=listing[0])
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(func=listing[1])
