@@ -345,14 +345,16 @@ def _list_and_show(sub, name: str, help_text: str, listing: tuple, showing: tupl
     """A `NAME list` / `NAME show ITEM` pair of subcommands, each with --json; `NAME` alone
     lists."""
     group = sub.add_parser(name, help=help_text)
-    group.set_defaults(func=listing[1], json=False)
+    group.add_argument("--json", action="store_true", help="print JSON")
+    group.set_defaults(func=listing[1])
     actions = group.add_subparsers(dest="action", metavar="ACTION")
+    # (the actions' --json has no default of its own, which would undo one given before them)
     lst = actions.add_parser("list", help=listing[0])
-    lst.add_argument("--json", action="store_true")
+    lst.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     lst.set_defaults(func=listing[1])
     show = actions.add_parser("show", help=showing[0])
     show.add_argument(name.rstrip("s"), help=showing[2])
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     show.set_defaults(func=showing[1])
 
 

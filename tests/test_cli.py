@@ -120,8 +120,14 @@ def test_run_says_when_it_does_not_fit(capsys, write_json):
 def test_hardware_list_and_show(capsys):
     code, out, _ = run_cli(capsys, "hardware", "list")
     assert code == 0 and "rx-7900-xtx" in out and "960.0" in out
-    for group in ("hardware", "workloads"):  # the group alone lists
+    for group in ("hardware", "workloads"):  # the group alone lists; --json before or after
         assert run_cli(capsys, group) == run_cli(capsys, group, "list")
+        as_json = run_cli(capsys, group, "list", "--json")
+        assert json.loads(as_json[1])
+        assert run_cli(capsys, group, "--json") == run_cli(capsys, group, "--json", "list") \
+            == as_json
+    assert run_cli(capsys, "hardware", "--json", "show", "t4") == \
+        run_cli(capsys, "hardware", "show", "t4", "--json")
     code, out, _ = run_cli(capsys, "hardware", "show", "a40")
     assert code == 0
     assert "696.0 GB/s" in out and "CK 1812.5 MHz" in out and "clamshell" in out
