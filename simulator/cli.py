@@ -203,18 +203,19 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from simulator.report.memory_report import memory_doc, memory_report
     from simulator.workload.allocator import place
     from simulator.workload.memory import profile
-    from simulator.workload.remedies import remedies
+    from simulator.workload.remedies import largest_batch, remedies
 
     spec, trace = load_step(args.workload)
     hw = load_hardware(args.hardware)
     mem = profile(trace)
     cap = hw.memory.capacity_bytes
     fixes = remedies(spec, cap, mem) if mem.peak_bytes > cap else []
+    largest = largest_batch(spec, cap) if mem.peak_bytes <= cap else None
     placed = place(trace)
     if args.json:
-        _print_json(memory_doc(spec, hw, trace, mem, fixes, placed))
+        _print_json(memory_doc(spec, hw, trace, mem, fixes, placed, largest))
     else:
-        print(memory_report(spec, hw, trace, mem, fixes, placed))
+        print(memory_report(spec, hw, trace, mem, fixes, placed, largest))
     return 0
 
 

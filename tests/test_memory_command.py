@@ -60,6 +60,45 @@ def test_smaller_batch_is_the_largest_that_fits():
     assert accumulation.fits and "batch_size 12 kept" in accumulation.change
 
 
+@pytest.mark.parametrize("micro_batches", [1, 4])
+def test_largest_batch_that_fits_is_held_to_the_allocators_reserve(micro_batches):
+    """A step that fits is told how far its batch could grow: the largest batch whose
+    caching-allocator reserve (what an out-of-memory error checks) fits, its micro-batch count
+    kept; one micro-batch sample more does not fit."""
+    import dataclasses
+
+    from simulator.config.workload import load_workload
+    from simulator.workload.allocator import place
+    from simulator.workload.generate import build_trace
+    from simulator.workload.remedies import largest_batch
+
+    spec = dataclasses.replace(load_workload("transformer"), batch_size=8,
+                               micro_batches=micro_batches)
+    capacity = 4 * 2**30
+    found = largest_batch(spec, capacity)
+    assert found.micro_batches == micro_batches and found.batch_size % micro_batches == 0
+    assert found.batch_size > spec.batch_size
+    trace = build_trace(dataclasses.replace(spec, batch_size=found.batch_size))
+    assert place(trace).reserved_peak == found.reserved_bytes <= capacity
+    assert found.peak_bytes <= found.reserved_bytes
+    more = dataclasses.replace(spec, batch_size=found.batch_size + micro_batches)
+    assert place(build_trace(more)).reserved_peak > capacity
+    # nothing to grow: a step whose own reserve does not fit, or a benchmark
+    assert largest_batch(spec, 2**20) is None
+    assert largest_batch(load_workload("stream"), capacity) is None
+
+
+def test_memory_report_names_the_largest_batch_only_when_it_fits(capsys):
+    code, out, _ = run_memory(capsys, "bert-base", "--hardware", "rtx-3070", "--json")
+    found = json.loads(out)["largest_batch_that_fits"]
+    assert code == 0 and found["batch_size"] >= 32
+    assert found["reserved_bytes"] <= json.loads(out)["capacity_bytes"]
+    code, out, _ = run_memory(capsys, "bert-base", "--hardware", "rtx-3070")
+    assert f"largest batch that fits: batch_size {found['batch_size']} (from 32)" in out
+    code, out, _ = run_memory(capsys, "llama-7b", "--hardware", "a40", "--json")
+    assert json.loads(out)["largest_batch_that_fits"] is None
+
+
 def test_text_report(capsys):
     code, out, _ = run_memory(capsys, "llama-7b", "--hardware", "a40")
     assert code == 0 and "DOES NOT FIT" in out and "remedies" in out and "ZeRO" in out

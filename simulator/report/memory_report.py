@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from simulator.config.hardware import Hardware
@@ -10,7 +11,7 @@ from simulator.report.text import table
 from simulator.units import fmt_bytes
 from simulator.workload.allocator import Placement
 from simulator.workload.memory import MemoryProfile
-from simulator.workload.remedies import Remedy
+from simulator.workload.remedies import LargestBatch, Remedy
 from simulator.workload.trace import PHASES, Trace
 
 DEFINITION = ("live tensor storage bytes at op boundaries, each storage once; no allocator "
@@ -18,7 +19,8 @@ DEFINITION = ("live tensor storage bytes at op boundaries, each storage once; no
 
 
 def memory_doc(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfile,
-               fixes: list[Remedy], placed: Placement) -> dict[str, Any]:
+               fixes: list[Remedy], placed: Placement,
+               largest: LargestBatch | None = None) -> dict[str, Any]:
     cap = hw.memory.capacity_bytes
     return {
         "format": "gddr6-roofline-sim/memory", "format_version": 1,
@@ -39,11 +41,13 @@ def memory_doc(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfil
         },
         "remedies": [{"name": r.name, "change": r.change, "peak_bytes": r.peak_bytes,
                       "fits": r.fits} for r in fixes],
+        "largest_batch_that_fits": None if largest is None else dataclasses.asdict(largest),
     }
 
 
 def memory_report(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfile,
-                  fixes: list[Remedy], placed: Placement) -> str:
+                  fixes: list[Remedy], placed: Placement,
+                  largest: LargestBatch | None = None) -> str:
     cap = hw.memory.capacity_bytes
     fits = mem.peak_bytes <= cap
     lines = [f"{spec.name} on {hw.display_name} ({fmt_bytes(cap)})",
@@ -63,6 +67,12 @@ def memory_report(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryPro
     lines += ["", "  peak by phase:"]
     lines += ["  " + r for r in table([[p.value, fmt_bytes(mem.peak_in(p, trace))]
                                        for p in PHASES], "<>")]
+    if largest is not None:
+        kept = f", micro_batches {largest.micro_batches} kept" if largest.micro_batches > 1 else ""
+        lines += ["", f"  largest batch that fits: batch_size {largest.batch_size} (from "
+                      f"{spec.batch_size}{kept}): peak {fmt_bytes(largest.peak_bytes)}, "
+                      f"{fmt_bytes(largest.reserved_bytes)} reserved by the caching allocator "
+                      "(the figure held to the capacity; the CUDA context needs more)"]
     if fixes:
         lines += ["", "  remedies (each alone unless combined; peak per GPU):"]
         rows = [["remedy", "change", "peak", "fits"]]

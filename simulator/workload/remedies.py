@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from simulator.config.workload import BNB_8BIT, TORCH_FUSED, WorkloadSpec
+from simulator.workload.allocator import place
 from simulator.workload.generate import build_trace
 from simulator.workload.memory import MemoryProfile, profile
 from simulator.workload.trace import Category
@@ -45,6 +46,43 @@ def _largest_fitting(lo: int, hi: int, fits: Callable[[int], bool]) -> int | Non
         else:
             hi = mid - 1
     return lo
+
+
+# the largest batch searched: this many times the workload's own (the search doubles up to it)
+LARGEST_BATCH_FACTOR = 1 << 20
+
+
+@dataclass(frozen=True)
+class LargestBatch:
+    batch_size: int      # per optimizer step
+    micro_batches: int   # the workload's own, kept
+    peak_bytes: int      # live tensors
+    reserved_bytes: int  # the caching allocator's reserve, the figure held to the capacity
+
+
+def largest_batch(spec: WorkloadSpec, capacity: int) -> LargestBatch | None:
+    """For a step that fits: the largest batch per optimizer step whose caching-allocator
+    reserve still fits (what an out-of-memory error checks; the live peak is below it), with
+    the workload's micro-batch count kept, so its batch is a multiple of it. None where there
+    is no batch to grow (a captured trace, a benchmark) or the step's own reserve does not
+    fit."""
+    k = spec.micro_batches
+    if spec.model["type"] == "captured" or spec.batch_size < 1:
+        return None
+    found: dict[int, LargestBatch] = {}
+
+    def fits(n: int) -> bool:  # n samples per micro-batch
+        trace = build_trace(dataclasses.replace(spec, batch_size=n * k))
+        found[n] = LargestBatch(n * k, k, profile(trace).peak_bytes, place(trace).reserved_peak)
+        return found[n].reserved_bytes <= capacity
+
+    own = spec.batch_size // k
+    if not fits(own):
+        return None
+    step, top = own, own * LARGEST_BATCH_FACTOR
+    while step * 2 <= top and fits(step * 2):  # doubling brackets it in a few builds
+        step *= 2
+    return found[_largest_fitting(step, min(step * 2 - 1, top), fits)]
 
 
 def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Remedy]:
