@@ -65,7 +65,10 @@ def largest_batch(spec: WorkloadSpec, capacity: int) -> LargestBatch | None:
     reserve still fits (what an out-of-memory error checks; the live peak is below it), with
     the workload's micro-batch count kept, so its batch is a multiple of it. None where there
     is no batch to grow (a captured trace, a benchmark) or the step's own reserve does not
-    fit."""
+    fit. The reserve does not always grow with the batch (LLaMA-7B's is 69.2 GiB at batch 1
+    and 64.2 at 2, as freed blocks fit the new sizes better), so the search (doubling, then
+    halving the bracket) finds a batch that fits whose next one does not, which a larger
+    batch could follow."""
     k = spec.micro_batches
     if spec.model["type"] == "captured" or spec.batch_size < 1:
         return None
