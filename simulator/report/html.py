@@ -63,14 +63,14 @@ def report(r: RunResult, pngs: dict[str, bytes]) -> str:
                    + "</ul>") if summary else ""
     fits = "fits" if r.fits else "DOES NOT FIT"
     step = fmt_seconds(est.step_time_s)
-    return page(f"{spec.name} on {hw.display_name}", f"""<p id="summary">step time
-<b id="step-time">{step}</b> ({html.escape(fidelity_line(est))});
-<span id="step-line">{html.escape(step_line(est))}</span>;
-{r.trace.parameter_count:,} parameters; peak memory
-<b id="peak">{mem.peak_bytes:,} B</b> ({fmt_bytes(mem.peak_bytes)}) of {cap:,} B
-({fmt_bytes(cap)}): {fits}; DRAM {hw.memory.type}
-{hw.memory.bus_width_bits}-bit at {hw.memory.data_rate_gbps:g} Gb/s per pin =
-{hw.memory.peak_bandwidth_GBps:.1f} GB/s peak.</p>
+    step_detail = step_line(est).split(step, 1)[1].strip()  # "(sampled, error bound ...)"
+    return page(f"{spec.name} on {hw.display_name}", f"""<ul id="summary">
+<li>step time <b id="step-time">{step}</b> {html.escape(step_detail)}</li>
+<li>timed by: {html.escape(fidelity_line(est))}</li>
+<li>peak memory <b id="peak">{mem.peak_bytes:,} B</b> ({fmt_bytes(mem.peak_bytes)}) of
+{cap:,} B ({fmt_bytes(cap)}): {fits}; {r.trace.parameter_count:,} parameters</li>
+<li>DRAM {hw.memory.type} {hw.memory.bus_width_bits}-bit at {hw.memory.data_rate_gbps:g} Gb/s
+per pin = {hw.memory.peak_bandwidth_GBps:.1f} GB/s peak</li></ul>
 <h2>Memory</h2><p>{"<br>".join(html.escape(line.strip()) for line in memory[1:])}</p>
 <h2>Phases</h2>{table_html(phases)}
 {bottlenecks}
