@@ -39,10 +39,15 @@ def memory_doc(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfil
             "model": "PyTorch CUDA caching allocator: 512 B rounding, small (2 MiB segments) "
                      "and large pools, best fit, splitting, merging; steady state",
         },
-        "remedies": [{"name": r.name, "change": r.change, "peak_bytes": r.peak_bytes,
-                      "fits": r.fits} for r in fixes],
+        "remedies": [dataclasses.asdict(r) for r in fixes],
         "largest_batch_that_fits": None if largest is None else dataclasses.asdict(largest),
     }
+
+
+def _fits(r: Remedy) -> str:
+    if r.reserved_fits is None:
+        return "yes" if r.fits else "no"
+    return "yes" if r.reserved_fits else ("live only" if r.fits else "no")
 
 
 def memory_report(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfile,
@@ -74,9 +79,14 @@ def memory_report(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryPro
                       f"{fmt_bytes(largest.reserved_bytes)} reserved by the caching allocator "
                       "(the figure held to the capacity; the CUDA context needs more)"]
     if fixes:
-        lines += ["", "  remedies (each alone unless combined; peak per GPU):"]
-        rows = [["remedy", "change", "peak", "fits"]]
-        rows += [[r.name, r.change, fmt_bytes(r.peak_bytes), "yes" if r.fits else "no"]
+        lines += ["", "  remedies (each alone unless combined; per GPU; fits: the reserve "
+                      "within the capacity, 'live only' where only the live peak is):"]
+        rows = [["remedy", "change", "peak", "reserved", "fits"]]
+        rows += [[r.name, r.change, fmt_bytes(r.peak_bytes),
+                  "-" if r.reserved_bytes is None else fmt_bytes(r.reserved_bytes), _fits(r)]
                  for r in fixes]
-        lines += ["  " + r for r in table(rows, "<<><")]
+        lines += ["  " + r for r in table(rows, "<<>><")]
+        if any(r.reserved_bytes is None for r in fixes):
+            lines.append("  (sharding scales the live timeline of this step: it has no "
+                         "reserve of its own, and fits by its live peak)")
     return "\n".join(lines)

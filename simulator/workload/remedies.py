@@ -23,16 +23,30 @@ GPU_COUNTS = (2, 4, 8, 16)
 class Remedy:
     name: str
     change: str          # what to change, in the workload file's terms
+    peak_bytes: int      # live tensors
+    fits: bool           # the live peak within the capacity
+    # the caching allocator's reserve, what an out-of-memory error checks (None for sharding,
+    # which scales the memory timeline rather than generating a step to place)
+    reserved_bytes: int | None = None
+    reserved_fits: bool | None = None
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """A generated step's live peak and its caching-allocator reserve."""
+
     peak_bytes: int
-    fits: bool
+    reserved_bytes: int
 
 
-def _peak(spec: WorkloadSpec) -> int:
-    return profile(build_trace(spec)).peak_bytes
+def _footprint(spec: WorkloadSpec) -> Footprint:
+    trace = build_trace(spec)
+    return Footprint(profile(trace).peak_bytes, place(trace).reserved_peak)
 
 
-def _remedy(name: str, change: str, peak: int, capacity: int) -> Remedy:
-    return Remedy(name, change, peak, peak <= capacity)
+def _remedy(name: str, change: str, f: Footprint, capacity: int) -> Remedy:
+    return Remedy(name, change, f.peak_bytes, f.peak_bytes <= capacity, f.reserved_bytes,
+                  f.reserved_bytes <= capacity)
 
 
 def _largest_fitting(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
@@ -75,9 +89,9 @@ def largest_batch(spec: WorkloadSpec, capacity: int) -> LargestBatch | None:
     found: dict[int, LargestBatch] = {}
 
     def fits(n: int) -> bool:  # n samples per micro-batch
-        trace = build_trace(dataclasses.replace(spec, batch_size=n * k))
-        found[n] = LargestBatch(n * k, k, profile(trace).peak_bytes, place(trace).reserved_peak)
-        return found[n].reserved_bytes <= capacity
+        f = _footprint(dataclasses.replace(spec, batch_size=n * k))
+        found[n] = LargestBatch(n * k, k, f.peak_bytes, f.reserved_bytes)
+        return f.reserved_bytes <= capacity
 
     own = spec.batch_size // k
     if not fits(own):
@@ -90,37 +104,37 @@ def largest_batch(spec: WorkloadSpec, capacity: int) -> LargestBatch | None:
 
 def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Remedy]:
     """Each remedy alone (and all at once), for a step whose peak exceeds `capacity`. A
-    captured trace has no workload to regenerate: only sharding applies to it."""
+    captured trace has no workload to regenerate: only sharding applies to it. The searches
+    (the smaller batch, the micro-batch count) hold the allocator's reserve to the capacity,
+    as an out-of-memory error does; each regenerated remedy reports its reserve beside its
+    live peak."""
     if spec.model["type"] == "captured":
         return _sharding(base, capacity)
     out: list[Remedy] = []
     ex = spec.execution
 
     def tried(name: str, change: str, changed: WorkloadSpec) -> Remedy:
-        return _remedy(name, change, _peak(changed), capacity)
+        return _remedy(name, change, _footprint(changed), capacity)
 
     # smaller batch (per optimizer step, one micro-batch)
     if spec.batch_size > 1:
-        peaks: dict[int, int] = {}
+        sizes: dict[int, Footprint] = {}
 
         def batch_fits(n: int) -> bool:
-            peaks[n] = _peak(dataclasses.replace(spec, batch_size=n, micro_batches=1))
-            return peaks[n] <= capacity
+            sizes[n] = _footprint(dataclasses.replace(spec, batch_size=n, micro_batches=1))
+            return sizes[n].reserved_bytes <= capacity
 
         n = _largest_fitting(1, spec.batch_size - 1, batch_fits)
-        if n is None:
-            out.append(Remedy("smaller batch", "batch_size 1", peaks[1], False))
-        else:
-            out.append(Remedy("smaller batch", f"batch_size {n} (from {spec.batch_size})",
-                              peaks[n], True))
+        change = "batch_size 1" if n is None else f"batch_size {n} (from {spec.batch_size})"
+        out.append(_remedy("smaller batch", change, sizes[n or 1], capacity))
     # gradient accumulation: the same batch in more, smaller passes
     divisors = [k for k in range(spec.micro_batches + 1, spec.batch_size + 1)
                 if spec.batch_size % k == 0]
     for k in divisors:
-        p = _peak(dataclasses.replace(spec, micro_batches=k))
-        if p <= capacity or k == divisors[-1]:
+        f = _footprint(dataclasses.replace(spec, micro_batches=k))
+        if f.reserved_bytes <= capacity or k == divisors[-1]:
             out.append(_remedy("gradient accumulation", f"micro_batches {k} (batch_size "
-                               f"{spec.batch_size} kept)", p, capacity))
+                               f"{spec.batch_size} kept)", f, capacity))
             break
     # activation checkpointing
     for level in ("selective", "full"):
@@ -196,6 +210,6 @@ def _sharding(base: MemoryProfile, capacity: int) -> list[Remedy]:
         for n in GPU_COUNTS:
             p = base.peak_scaled({c: 1 / n for c in cats})
             if p <= capacity or n == GPU_COUNTS[-1]:
-                out.append(_remedy(label, f"{n} GPUs", p, capacity))
+                out.append(Remedy(label, f"{n} GPUs", p, p <= capacity))
                 break
     return out
