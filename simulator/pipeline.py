@@ -39,10 +39,20 @@ class RunResult:
     trace: Trace
     memory: MemoryProfile
     estimate: StepEstimate
+    placement: Placement | None = None  # the caching allocator's placement of the tensors
 
     @property
     def fits(self) -> bool:
+        """The live peak within the capacity (the reserve is `reserve_fits`)."""
         return self.memory.peak_bytes <= self.hardware.memory.capacity_bytes
+
+    @property
+    def reserve_fits(self) -> bool | None:
+        """The caching allocator's reserve within the capacity: what an out-of-memory error
+        checks (None without a placement)."""
+        if self.placement is None:
+            return None
+        return self.placement.reserved_peak <= self.hardware.memory.capacity_bytes
 
 
 class Step:
@@ -113,4 +123,4 @@ def analyze(workload: WorkloadSpec | str | Path | Step,
                              f"{hw.memory.type}: expected --fidelity analytic", file=hw.path,
                              path="$.memory.type")
         est = replay(trace, hw, fidelity, progress, dram_memo, step.placement, share_shapes)
-    return RunResult(spec, hw, trace, step.memory, est)
+    return RunResult(spec, hw, trace, step.memory, est, step.placement)

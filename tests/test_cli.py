@@ -36,6 +36,9 @@ def test_run_json_contract(capsys):
     mem = doc["memory"]
     assert mem["capacity_bytes"] == 16 * 2**30
     assert mem["fits"] is (mem["peak_bytes"] <= mem["capacity_bytes"])
+    # the caching allocator's reserve, what an out-of-memory error checks, above the live peak
+    assert mem["reserved_bytes"] >= mem["peak_bytes"]
+    assert mem["reserve_fits"] is (mem["reserved_bytes"] <= mem["capacity_bytes"])
     ops = doc["ops"]
     assert len(ops) == doc["workload"]["ops"]
     keys = {"name", "phase", "flops", "bytes_read", "bytes_written", "time_s", "bound",

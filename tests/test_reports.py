@@ -72,3 +72,28 @@ def test_out_that_is_a_file_fails_cleanly(tmp_path, capsys):
     assert main(["run", "cnn", "--out", str(target)]) == 2
     assert "expected a directory" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
+def test_memory_section_holds_the_reserve_to_the_capacity_too():
+    """Live bytes can fit where the caching allocator's reserve, what an out-of-memory error
+    checks, does not: the section says so and points to `memory`."""
+    import dataclasses
+
+    from simulator.pipeline import analyze
+    from simulator.report.text import memory_lines
+
+    r = analyze("cnn", "t4", fidelity="analytic")
+    peak, reserved = r.memory.peak_bytes, r.placement.reserved_peak
+    assert peak < reserved and r.fits and r.reserve_fits
+    assert not any("what would make it fit" in line for line in memory_lines(r))
+    mem = r.hardware.memory
+    between = (peak + reserved) / 2  # a card whose capacity lies between the two
+    density = between * mem.device_density_gbit / mem.capacity_bytes
+    small = dataclasses.replace(r.hardware, memory=dataclasses.replace(
+        mem, device_density_gbit=density))
+    tight = dataclasses.replace(r, hardware=small)
+    assert peak < small.memory.capacity_bytes < reserved
+    assert tight.fits and tight.reserve_fits is False
+    lines = memory_lines(tight)
+    assert any("reserved, DOES NOT FIT" in line for line in lines)
+    assert any("what would make it fit: python -m simulator memory" in line for line in lines)

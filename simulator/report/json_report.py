@@ -90,6 +90,8 @@ def run_doc(r: RunResult) -> dict[str, Any]:
             "by_category_at_peak": {c.value: v for c, v in mem.at_peak.items()},
             "definition": "live tensor storage bytes at op boundaries; no allocator rounding, "
                           "caching, CUDA context or workspaces",
+            **({} if r.placement is None else {
+                "reserved_bytes": r.placement.reserved_peak, "reserve_fits": r.reserve_fits}),
         },
         "phases": {
             name: {"ops": p.ops, "flops": p.flops, "bytes_read": p.bytes_read,

@@ -133,14 +133,20 @@ def memory_lines(r: RunResult) -> list[str]:
     """The memory section (heading first), as the text and HTML reports show it."""
     mem, cap = r.memory, r.hardware.memory.capacity_bytes
     return [
-        "Memory (live tensor bytes at op boundaries; no allocator caching or CUDA context)",
+        "Memory (live tensor bytes at op boundaries, then the caching allocator's reserve; "
+        "no CUDA context)",
         f"  peak {fmt_bytes(mem.peak_bytes)} ({mem.peak_bytes:,} B) of {fmt_bytes(cap)}: "
         + (f"fits, {_pct(mem.peak_bytes / cap)} of capacity" if r.fits else
            f"DOES NOT FIT, {fmt_bytes(mem.peak_bytes - cap)} over"),
         f"  at {mem.peak_phase.value} op '{r.trace.ops[mem.peak_op].name}'; by category: "
         + ", ".join(f"{c.value} {fmt_bytes(v)}" for c, v in mem.at_peak.items() if v),
-        *([] if r.fits else [f"  what would make it fit: python -m simulator memory "
-                             f"{r.workload.path} --hardware {r.hardware.name}"]),
+        *([] if r.placement is None else [
+            f"  caching allocator: {fmt_bytes(r.placement.reserved_peak)} reserved, "
+            + ("fits" if r.reserve_fits else "DOES NOT FIT")
+            + " (what an out-of-memory error checks; the CUDA context needs more)"]),
+        *([] if r.fits and r.reserve_fits is not False else [
+            f"  what would make it fit: python -m simulator memory {r.workload.path} "
+            f"--hardware {r.hardware.name}"]),
     ]
 
 
