@@ -40,6 +40,10 @@ def test_shorthand_writes_every_point(tmp_path, capsys):
     # more bandwidth never slows the step; peak bandwidth follows the settings
     assert by[(14, 256)]["step_time_s"] < by[(10, 128)]["step_time_s"]
     assert by[(14, 256)]["peak_bandwidth_GBps"] == pytest.approx(14 * 256 / 8)
+    # the capacity answer by the live peak and by the caching allocator's reserve
+    for p in doc["points"]:
+        assert p["reserved_memory_bytes"] >= p["peak_memory_bytes"]
+        assert p["reserve_fits"] is (p["reserved_memory_bytes"] <= p["capacity_bytes"])
     for plot in ("step_time", "speedup", "bandwidth", "bottleneck", "heatmap.cnn"):
         assert mpimg.imread(out / f"cnn-t4.{plot}.png").ndim == 3
     printed = capsys.readouterr().out
@@ -386,3 +390,12 @@ def test_a_memory_system_alone_is_refused_before_anything_runs(tmp_path, capsys,
     assert code == 2 and "no compute peaks: this file describes a memory system only" in err
     assert f"error: {card}: at $.compute:" in err  # its own file, not the point's name.json
     assert not (tmp_path / "out").exists()
+
+
+def test_fits_column_says_when_only_the_live_bytes_fit():
+    from simulator.sweep.report import _fits
+
+    assert _fits({"fits": True, "reserve_fits": True}) == "yes"
+    assert _fits({"fits": True, "reserve_fits": False}) == "live only"
+    assert _fits({"fits": False, "reserve_fits": False}) == "no"
+    assert _fits({"fits": True}) == "yes"  # a point kept from before the reserve was

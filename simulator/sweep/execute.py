@@ -56,6 +56,8 @@ def run_point(workload: str, hardware: Hardware, fidelity: str) -> dict[str, Any
         "peak_memory_bytes": r.memory.peak_bytes,
         "capacity_bytes": hardware.memory.capacity_bytes,
         "fits": r.fits,
+        "reserved_memory_bytes": r.placement.reserved_peak,
+        "reserve_fits": r.reserve_fits,
         "best_change": est.replay.bottlenecks.best_change if est.replay else None,
         "price_usd": price,
         "steps_per_hour_per_kusd": 3600 / step / (price / 1000) if price and step else None,
