@@ -34,6 +34,11 @@ def test_memory_plot_reaches_the_stated_peak():
     assert "peak, at relu1.backward" in _legend(ax)
     assert "capacity 16.00 GiB,\noff scale" in _legend(ax)  # 16 GiB is not drawn to scale
     assert "peak 15.21 MiB, 0.1 % of 16.00 GiB" in ax.get_title()
+    # the caching allocator's reserve, what an out-of-memory error checks, drawn above it
+    reserve = [line for line in ax.lines if line.get_label().startswith("allocator reserve")]
+    assert len(reserve) == 1
+    assert reserve[0].get_ydata()[0] == pytest.approx(r.placement.reserved_peak / MiB)
+    assert r.placement.reserved_peak / MiB < ax.get_ylim()[1]
     # every category that holds bytes is named, and no empty one (the CNN has no buffers)
     assert "buffers" not in _legend(ax) and "activations" in _legend(ax)
     # the x axis is the step, in the unit the step reads in

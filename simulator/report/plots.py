@@ -169,10 +169,12 @@ def memory_timeline(r: RunResult):
     it, so that the highest point is the peak the reports state."""
     est, mem = r.estimate, r.memory
     cap, peak = r.hardware.memory.capacity_bytes, mem.peak_bytes
+    # the caching allocator's reserve, what an out-of-memory error checks (at least the peak)
+    reserve = r.placement.reserved_peak if r.placement is not None else peak
     edges = _step_edges(est.ops)
     t_unit, t_size = time_unit(edges[-1])
     cap_in_view = cap <= CAPACITY_IN_VIEW * peak
-    b_unit, b_size = byte_unit(max(peak, cap) if cap_in_view else peak)
+    b_unit, b_size = byte_unit(max(reserve, cap) if cap_in_view else reserve)
     fig, ax = _figure(9, 3.5)
     x = edges / t_size
     if len(est.ops):
@@ -190,7 +192,10 @@ def memory_timeline(r: RunResult):
             ax.axvline(a / t_size, color="grey", lw=0.6, ls=":")
         ax.text((a + b) / 2 / t_size, 1.0, phase, transform=ax.get_xaxis_transform(),
                 ha="center", va="bottom", fontsize=7, color=PHASE_COLORS[phase])
-    top = max(peak, cap) if cap_in_view else peak
+    if r.placement is not None:
+        ax.axhline(reserve / b_size, color="dimgrey", lw=1, ls=":",
+                   label=f"allocator reserve\n{fmt_bytes(reserve)} (peak)")
+    top = max(reserve, cap) if cap_in_view else reserve
     if cap_in_view:
         ax.axhline(cap / b_size, color="black", lw=1, ls="--",
                    label=f"capacity {fmt_bytes(cap)}")
@@ -201,8 +206,9 @@ def memory_timeline(r: RunResult):
     ax.set_xlim(0, max(x[-1], 1e-9))
     ax.set_xlabel(f"time in the step ({t_unit})")
     ax.set_ylabel(f"live ({b_unit})")
-    verdict = (f"{peak / cap * 100:.1f} % of {fmt_bytes(cap)}" if r.fits
-               else f"DOES NOT FIT in {fmt_bytes(cap)}")
+    verdict = (f"DOES NOT FIT in {fmt_bytes(cap)}" if not r.fits
+               else f"reserve DOES NOT FIT in {fmt_bytes(cap)}" if r.reserve_fits is False
+               else f"{peak / cap * 100:.1f} % of {fmt_bytes(cap)}")
     ax.set_title(f"memory over the step: peak {fmt_bytes(peak)}, {verdict}", pad=14)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
