@@ -38,10 +38,10 @@ def test_remedies_when_it_does_not_fit(capsys):
         assert r["fits"] == (r["peak_bytes"] <= doc["capacity_bytes"])
         # a regenerated step has an allocator reserve; sharding scales the timeline, none
         if r["name"].startswith("ZeRO"):
-            assert r["reserved_bytes"] is None and r["reserved_fits"] is None
+            assert r["reserved_bytes"] is None and r["reserve_fits"] is None
         else:
             assert r["reserved_bytes"] >= r["peak_bytes"]
-            assert r["reserved_fits"] == (r["reserved_bytes"] <= doc["capacity_bytes"])
+            assert r["reserve_fits"] == (r["reserved_bytes"] <= doc["capacity_bytes"])
 
 
 def test_smaller_batch_is_the_largest_that_fits():
@@ -60,12 +60,12 @@ def test_smaller_batch_is_the_largest_that_fits():
     fixes = {r.name: r for r in remedies(spec, capacity, base)}
     smaller = fixes["smaller batch"]
     n = int(smaller.change.split()[1])
-    assert smaller.fits and smaller.reserved_fits and 1 <= n < 12
+    assert smaller.fits and smaller.reserve_fits and 1 <= n < 12
     # held to the allocator's reserve, as an out-of-memory error is: one more does not fit
     bigger = place(build_trace(dataclasses.replace(spec, batch_size=n + 1))).reserved_peak
     assert smaller.reserved_bytes <= capacity < bigger
     accumulation = fixes["gradient accumulation"]
-    assert accumulation.reserved_fits and "batch_size 12 kept" in accumulation.change
+    assert accumulation.reserve_fits and "batch_size 12 kept" in accumulation.change
 
 
 @pytest.mark.parametrize("micro_batches", [1, 4])
@@ -109,13 +109,12 @@ def test_memory_report_names_the_largest_batch_only_when_it_fits(capsys):
 
 def test_a_remedy_whose_reserve_does_not_fit_says_live_only():
     """The verdict a user meets is the reserve's; the live peak alone fitting is said apart."""
-    from simulator.report.memory_report import _fits
-    from simulator.workload.remedies import Remedy
+    from simulator.report.text import fit_verdict
 
-    assert _fits(Remedy("r", "c", 10, True, 12, True)) == "yes"
-    assert _fits(Remedy("r", "c", 10, True, 12, False)) == "live only"
-    assert _fits(Remedy("r", "c", 10, False, 12, False)) == "no"
-    assert _fits(Remedy("ZeRO-3", "2 GPUs", 10, True)) == "yes"  # no reserve: by its peak
+    assert fit_verdict(True, True) == "yes"
+    assert fit_verdict(True, False) == "live only"
+    assert fit_verdict(False, False) == "no"
+    assert fit_verdict(True, None) == "yes"  # no reserve (sharding): by its live peak
 
 
 def test_text_report(capsys):

@@ -7,7 +7,7 @@ from typing import Any
 
 from simulator.config.hardware import Hardware
 from simulator.config.workload import WorkloadSpec
-from simulator.report.text import table
+from simulator.report.text import fit_verdict, table
 from simulator.units import fmt_bytes
 from simulator.workload.allocator import Placement
 from simulator.workload.memory import MemoryProfile
@@ -44,12 +44,6 @@ def memory_doc(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfil
     }
 
 
-def _fits(r: Remedy) -> str:
-    if r.reserved_fits is None:
-        return "yes" if r.fits else "no"
-    return "yes" if r.reserved_fits else ("live only" if r.fits else "no")
-
-
 def memory_report(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfile,
                   fixes: list[Remedy], placed: Placement,
                   largest: LargestBatch | None = None) -> str:
@@ -83,7 +77,8 @@ def memory_report(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryPro
                       "within the capacity, 'live only' where only the live peak is):"]
         rows = [["remedy", "change", "peak", "reserved", "fits"]]
         rows += [[r.name, r.change, fmt_bytes(r.peak_bytes),
-                  "-" if r.reserved_bytes is None else fmt_bytes(r.reserved_bytes), _fits(r)]
+                  "-" if r.reserved_bytes is None else fmt_bytes(r.reserved_bytes),
+                  fit_verdict(r.fits, r.reserve_fits)]
                  for r in fixes]
         lines += ["  " + r for r in table(rows, "<<>><")]
         if any(r.reserved_bytes is None for r in fixes):

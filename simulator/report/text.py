@@ -129,6 +129,15 @@ def run_report(r: RunResult, top: int = 10) -> str:
     return "\n".join(lines)
 
 
+def fit_verdict(fits: bool, reserve_fits: bool | None) -> str:
+    """yes: the caching allocator's reserve fits (what an out-of-memory error checks); live
+    only: the live peak alone does; no. Without a reserve (sharding scales the live timeline;
+    sweep points kept from before it was recorded), by the live peak."""
+    if reserve_fits is None:
+        return "yes" if fits else "no"
+    return "yes" if reserve_fits else ("live only" if fits else "no")
+
+
 def memory_lines(r: RunResult) -> list[str]:
     """The memory section (heading first), as the text and HTML reports show it."""
     mem, cap = r.memory, r.hardware.memory.capacity_bytes

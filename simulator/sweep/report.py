@@ -26,6 +26,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from simulator.report.outputs import figure_bytes, publish
+from simulator.report.text import fit_verdict
 from simulator.sweep.spec import CARD_AXIS
 
 RESULTS = ("step_time_s", "analytic_step_time_s", "error_bound_s", "achieved_bandwidth_GBps",
@@ -76,16 +77,9 @@ def table_rows(rows: list[dict], axes: dict[str, list]) -> list[list[str]]:
             continue
         lines.append([r["workload"], *(str(r[f"param.{a}"]) for a in axes),
                       f"{r['step_time_s'] * 1e3:.3f} ms", f"{r['achieved_bandwidth_GBps']:.1f}",
-                      f"{r['memory_bound_share'] * 100:.1f} %", r["bound"], _fits(r)])
+                      f"{r['memory_bound_share'] * 100:.1f} %", r["bound"],
+                      fit_verdict(r["fits"], r.get("reserve_fits"))])
     return lines
-
-
-def _fits(r: dict) -> str:
-    """yes: the caching allocator's reserve fits (what an out-of-memory error checks); live
-    only: the live peak alone does; no. (Points kept from before the reserve: by the peak.)"""
-    if r.get("reserve_fits") is None:
-        return "yes" if r["fits"] else "no"
-    return "yes" if r["reserve_fits"] else ("live only" if r["fits"] else "no")
 
 
 def table(rows: list[dict], axes: dict[str, list]) -> str:

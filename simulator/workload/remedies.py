@@ -28,7 +28,7 @@ class Remedy:
     # the caching allocator's reserve, what an out-of-memory error checks (None for sharding,
     # which scales the memory timeline rather than generating a step to place)
     reserved_bytes: int | None = None
-    reserved_fits: bool | None = None
+    reserve_fits: bool | None = None
 
 
 @dataclass(frozen=True)
