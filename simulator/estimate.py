@@ -62,12 +62,18 @@ def bound_class(bound: str) -> str:
     return "memory" if bound in MEMORY_BOUNDS else bound
 
 
-def dominant_class(ops: list[OpTime]) -> str | None:
-    """The class of op bounds that holds for most of these ops' time (memory on a tie, as the
-    bound a roofline reader checks first); None for no ops (a phase the step does not have)."""
+def time_by_class(ops: list[OpTime]) -> dict[str, float]:
+    """Seconds of these ops' time under each class of bound (BOUND_CLASSES)."""
     time = dict.fromkeys(BOUND_CLASSES, 0.0)
     for o in ops:
         time[bound_class(o.bound)] += o.time_s
+    return time
+
+
+def dominant_class(time: dict[str, float], ops: int) -> str | None:
+    """The class of op bounds that holds for most of the time (`time_by_class`; memory on a
+    tie, as the bound a roofline reader checks first); None for no ops (a phase the step does
+    not have)."""
     return max(BOUND_CLASSES, key=lambda c: time[c]) if ops else None
 
 
@@ -87,10 +93,6 @@ class OpTime:
         return self.launch_s + max(self.compute_s, self.memory_s, self.l2_s)
 
     @property
-    def memory_bound(self) -> bool:
-        return self.bound in MEMORY_BOUNDS
-
-    @property
     def bytes_to_dram(self) -> int:
         return self.op.bytes_moved if self.dram_bytes is None else self.dram_bytes
 
@@ -103,9 +105,20 @@ class PhaseTotals:
     bytes_read: int
     bytes_written: int
     time_s: float
-    memory_bound_time_s: float
-    launch_bound_time_s: float
-    bound: str | None    # memory, compute or launch: the class holding most of its time
+    time_by_class: dict[str, float]  # seconds under each class of bound (BOUND_CLASSES)
+
+    @property
+    def memory_bound_time_s(self) -> float:
+        return self.time_by_class["memory"]
+
+    @property
+    def launch_bound_time_s(self) -> float:
+        return self.time_by_class["launch"]
+
+    @property
+    def bound(self) -> str | None:
+        """memory, compute or launch: the class holding most of the phase's time."""
+        return dominant_class(self.time_by_class, self.ops)
 
     @property
     def bytes_moved(self) -> int:
@@ -138,21 +151,24 @@ class StepEstimate:
         return sum(o.time_s for o in self.ops)
 
     @property
+    def time_by_class(self) -> dict[str, float]:
+        return time_by_class(self.ops)
+
+    @property
     def memory_bound_time_s(self) -> float:
-        return sum(o.time_s for o in self.ops if o.memory_bound)
+        return self.time_by_class["memory"]
 
     @property
     def bound(self) -> str | None:
         """memory, compute or launch: the class of op bounds holding most of the step."""
-        return dominant_class(self.ops)
+        return dominant_class(self.time_by_class, len(self.ops))
 
     def phase(self, phase: Phase) -> PhaseTotals:
         sel = [o for o in self.ops if o.op.phase == phase]
         return PhaseTotals(
             phase, len(sel), sum(o.op.flops for o in sel), sum(o.op.bytes_read for o in sel),
             sum(o.op.bytes_written for o in sel), sum(o.time_s for o in sel),
-            sum(o.time_s for o in sel if o.memory_bound),
-            sum(o.time_s for o in sel if o.bound == "launch"), dominant_class(sel))
+            time_by_class(sel))
 
     def phases(self) -> list[PhaseTotals]:
         return [self.phase(p) for p in PHASES]

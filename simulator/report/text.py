@@ -174,23 +174,21 @@ def phase_rows(est: StepEstimate) -> list[list[str]]:
                      fmt_seconds(p.time_s),
                      *([fmt_seconds(ana_phase[p.phase])] if simulated else []),
                      _pct(p.time_s / step if step else 0),
-                     _bound_cell(p.bound, p.memory_bound_time_s, p.launch_bound_time_s,
-                                 p.time_s)])
+                     _bound_cell(p.bound, p.time_by_class, p.time_s)])
     total_flops = sum(p.flops for p in est.phases())
     rows.append(["step", str(len(est.ops)), fmt_flops(total_flops),
                  fmt_bytes(sum(p.bytes_read for p in est.phases())),
                  fmt_bytes(sum(p.bytes_written for p in est.phases())), "", fmt_seconds(step),
                  *([fmt_seconds(analytic.step_time_s)] if simulated else []), "100.0 %",
-                 _bound_cell(est.bound, est.memory_bound_time_s,
-                             sum(o.time_s for o in est.ops if o.bound == "launch"), step)])
+                 _bound_cell(est.bound, est.time_by_class, step)])
     return rows
 
 
-def _bound_cell(bound: str | None, memory_s: float, launch_s: float, time_s: float) -> str:
+def _bound_cell(bound: str | None, time_by_class: dict[str, float], time_s: float) -> str:
     """'memory (56.4 % of time memory-bound)': the bound class and the share it holds."""
     if bound is None:
         return "-"
-    held = {"memory": memory_s, "launch": launch_s}.get(bound, time_s - memory_s - launch_s)
+    held = time_by_class[bound]
     return f"{bound} ({_pct(held / time_s if time_s else 0)} of time {bound}-bound)"
 
 
