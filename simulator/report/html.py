@@ -12,7 +12,7 @@ from simulator.report.text import (
     memory_lines,
     op_rows,
     phase_rows,
-    step_line,
+    step_detail,
 )
 from simulator.units import fmt_bytes, fmt_seconds
 
@@ -62,10 +62,9 @@ def report(r: RunResult, pngs: dict[str, bytes]) -> str:
                    + "".join(f"<li>{html.escape(line.strip())}</li>" for line in summary)
                    + "</ul>") if summary else ""
     fits = "fits" if r.fits else "DOES NOT FIT"
-    step = fmt_seconds(est.step_time_s)
-    step_detail = step_line(est).split(step, 1)[1].strip()  # "(sampled, error bound ...)"
     return page(f"{spec.name} on {hw.display_name}", f"""<ul id="summary">
-<li>step time <b id="step-time">{step}</b> {html.escape(step_detail)}</li>
+<li>step time <b id="step-time">{fmt_seconds(est.step_time_s)}</b>
+{html.escape(step_detail(est))}</li>
 <li>timed by: {html.escape(fidelity_line(est))}</li>
 <li>peak memory <b id="peak">{mem.peak_bytes:,} B</b> ({fmt_bytes(mem.peak_bytes)}) of
 {cap:,} B ({fmt_bytes(cap)}): {fits}; {r.trace.parameter_count:,} parameters</li>

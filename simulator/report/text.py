@@ -221,13 +221,19 @@ def fidelity_line(est: StepEstimate) -> str:
 
 
 def step_line(est: StepEstimate) -> str:
+    return f"Step time  {fmt_seconds(est.step_time_s)}  {step_detail(est)}"
+
+
+def step_detail(est: StepEstimate) -> str:
+    """What qualifies the step time: '(sampled, error bound ...; analytic ..., +4.6 %; 56.4 %
+    of it in memory-bound ops)'."""
     step = est.step_time_s
     mem_share = _pct(est.memory_bound_time_s / step if step else 0)
     if est.replay is None:
-        return f"Step time  {fmt_seconds(step)}  (analytic; {mem_share} of it in memory-bound ops)"
+        return f"(analytic; {mem_share} of it in memory-bound ops)"
     a = est.analytic.step_time_s
     err = est.replay.error_bound_s
-    return (f"Step time  {fmt_seconds(step)}  ({est.fidelity}"
+    return (f"({est.fidelity}"
             + (f", error bound +-{fmt_seconds(err)}" if est.fidelity == "sampled" else "")
             + f"; analytic {fmt_seconds(a)}, {_signed_pct(step / a - 1 if a else 0)}; "
             f"{mem_share} of it in memory-bound ops)")
