@@ -16,6 +16,7 @@ from numba import njit
 from simulator.errors import InputError, open_input
 
 BLOCK_BYTES = 1 << 24
+LINE_FORMAT = "0x<hex address> READ|WRITE <cycle>"  # one request a line
 
 _OK, _BAD = 0, 1
 
@@ -123,11 +124,13 @@ def _bad_line(path: Path, line: int) -> InputError:
         else:
             text = ""
     shown = text if len(text) <= 80 else text[:77] + "..."
-    return InputError(f"expected '0x<hex address> READ|WRITE <cycle>', got {shown!r}",
-                      file=f"{path}:{line}")
+    return InputError(f"expected '{LINE_FORMAT}', got {shown!r}", file=f"{path}:{line}")
 
 
 def read_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[TraceBlock]:
+    """The trace's requests, a block at a time. A file without one (blank lines and comments
+    only) is refused: its statistics would be zeros, not figures."""
+    requests = 0
     with open_input(path, "an address trace file", binary=True) as f:
         carry = b""
         line = 1
@@ -137,7 +140,7 @@ def read_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[TraceBlo
             chunk = carry + data
             if eof:
                 if not chunk.strip():
-                    return
+                    break
                 if not chunk.endswith(b"\n"):
                     chunk += b"\n"
             buf = np.frombuffer(chunk, dtype=np.uint8)
@@ -152,6 +155,10 @@ def read_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[TraceBlo
             line += chunk.count(b"\n", 0, used)
             carry = chunk[used:]
             if k:
+                requests += k
                 yield TraceBlock(addr[:k], write[:k], cycle[:k], line_no[:k])
             if eof:
-                return
+                break
+    if not requests:
+        raise InputError(f"expected at least one '{LINE_FORMAT}' line; the file has none "
+                         "(blank lines and comments only)", file=str(path))
