@@ -203,15 +203,16 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from simulator.report.memory_report import memory_doc, memory_report
     from simulator.workload.allocator import place
     from simulator.workload.memory import profile
-    from simulator.workload.remedies import largest_batch, remedies
+    from simulator.workload.remedies import Footprint, largest_batch, remedies
 
     spec, trace = load_step(args.workload)
     hw = load_hardware(args.hardware)
     mem = profile(trace)
     cap = hw.memory.capacity_bytes
     fixes = remedies(spec, cap, mem) if mem.peak_bytes > cap else []
-    largest = largest_batch(spec, cap) if mem.peak_bytes <= cap else None
     placed = place(trace)
+    largest = (largest_batch(spec, cap, Footprint(mem.peak_bytes, placed.reserved_peak))
+               if mem.peak_bytes <= cap else None)
     if args.json:
         _print_json(memory_doc(spec, hw, trace, mem, fixes, placed, largest))
     else:

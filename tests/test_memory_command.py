@@ -78,12 +78,17 @@ def test_largest_batch_that_fits_is_held_to_the_allocators_reserve(micro_batches
     from simulator.config.workload import load_workload
     from simulator.workload.allocator import place
     from simulator.workload.generate import build_trace
-    from simulator.workload.remedies import largest_batch
+    from simulator.workload.memory import profile
+    from simulator.workload.remedies import Footprint, largest_batch
+
+    def footprint(spec):
+        trace = build_trace(spec)
+        return Footprint(profile(trace).peak_bytes, place(trace).reserved_peak)
 
     spec = dataclasses.replace(load_workload("transformer"), batch_size=8,
                                micro_batches=micro_batches)
     capacity = 4 * 2**30
-    found = largest_batch(spec, capacity)
+    found = largest_batch(spec, capacity, footprint(spec))
     assert found.micro_batches == micro_batches and found.batch_size % micro_batches == 0
     assert found.batch_size > spec.batch_size
     trace = build_trace(dataclasses.replace(spec, batch_size=found.batch_size))
@@ -92,8 +97,9 @@ def test_largest_batch_that_fits_is_held_to_the_allocators_reserve(micro_batches
     more = dataclasses.replace(spec, batch_size=found.batch_size + micro_batches)
     assert place(build_trace(more)).reserved_peak > capacity
     # nothing to grow: a step whose own reserve does not fit, or a benchmark
-    assert largest_batch(spec, 2**20) is None
-    assert largest_batch(load_workload("stream"), capacity) is None
+    assert largest_batch(spec, 2**20, footprint(spec)) is None
+    stream = load_workload("stream")
+    assert largest_batch(stream, capacity, footprint(stream)) is None
 
 
 def test_memory_report_names_the_largest_batch_only_when_it_fits(capsys):

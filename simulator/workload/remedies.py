@@ -49,9 +49,11 @@ def _remedy(name: str, change: str, f: Footprint, capacity: int) -> Remedy:
                   f.reserved_bytes <= capacity)
 
 
-def _largest_fitting(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
-    """The largest n in [lo, hi] with fits(n), for fits monotone (true below some n)."""
-    if not fits(lo):
+def _largest_fitting(lo: int, hi: int, fits: Callable[[int], bool],
+                     lo_fits: bool = False) -> int | None:
+    """The largest n in [lo, hi] with fits(n), for fits monotone (true below some n);
+    `lo_fits`: the caller knows lo fits, so it is not tried again."""
+    if not lo_fits and not fits(lo):
         return None
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -74,10 +76,11 @@ class LargestBatch:
     reserved_bytes: int  # the caching allocator's reserve, the figure held to the capacity
 
 
-def largest_batch(spec: WorkloadSpec, capacity: int) -> LargestBatch | None:
-    """For a step that fits: the largest batch per optimizer step whose caching-allocator
-    reserve still fits (what an out-of-memory error checks; the live peak is below it), with
-    the workload's micro-batch count kept, so its batch is a multiple of it. None where there
+def largest_batch(spec: WorkloadSpec, capacity: int, own: Footprint) -> LargestBatch | None:
+    """For a step that fits (`own`: its footprint, which the caller has): the largest batch
+    per optimizer step whose caching-allocator reserve still fits (what an out-of-memory
+    error checks; the live peak is below it), with the workload's micro-batch count kept, so
+    its batch is a multiple of it. None where there
     is no batch to grow (a captured trace, a benchmark) or the step's own reserve does not
     fit. The reserve does not always grow with the batch (LLaMA-7B's is 69.2 GiB at batch 1
     and 64.2 at 2, as freed blocks fit the new sizes better), so the search (doubling, then
@@ -93,13 +96,14 @@ def largest_batch(spec: WorkloadSpec, capacity: int) -> LargestBatch | None:
         found[n] = LargestBatch(n * k, k, f.peak_bytes, f.reserved_bytes)
         return f.reserved_bytes <= capacity
 
-    own = spec.batch_size // k
-    if not fits(own):
+    if own.reserved_bytes > capacity:
         return None
-    step, top = own, own * LARGEST_BATCH_FACTOR
+    step = spec.batch_size // k
+    found[step] = LargestBatch(spec.batch_size, k, own.peak_bytes, own.reserved_bytes)
+    top = step * LARGEST_BATCH_FACTOR
     while step * 2 <= top and fits(step * 2):  # doubling brackets it in a few builds
         step *= 2
-    return found[_largest_fitting(step, min(step * 2 - 1, top), fits)]
+    return found[_largest_fitting(step, min(step * 2 - 1, top), fits, lo_fits=True)]
 
 
 def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Remedy]:
