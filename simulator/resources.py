@@ -7,32 +7,30 @@ as `simulator._data.hardware` and `simulator._data.workloads` (see pyproject.tom
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
-
-_REPO_ROOT = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parent
+_REPO_ROOT = _PACKAGE.parent
 
 
-def _data_dir(kind: str) -> Traversable:
+def _data_dir(kind: str) -> Path:
+    """A plain folder either way: the wheel installs its data as files beside the modules
+    (importlib.resources would hand back a MultiplexedPath for these namespace folders, whose
+    joinpath takes one part on Python 3.10 and 3.11)."""
     checkout = _REPO_ROOT / kind
     if checkout.is_dir() and (_REPO_ROOT / "pyproject.toml").is_file():
         return checkout
-    from importlib import resources  # only outside a checkout (saves start-up time)
-
-    return resources.files(f"simulator._data.{kind}")
+    return _PACKAGE / "_data" / kind
 
 
-def hardware_dir() -> Traversable:
+def hardware_dir() -> Path:
     return _data_dir("hardware")
 
 
-def workloads_dir() -> Traversable:
+def workloads_dir() -> Path:
     return _data_dir("workloads")
 
 
-def shipped_names(directory: Traversable) -> list[str]:
+def shipped_names(directory: Path) -> list[str]:
     return sorted(p.name[:-5] for p in directory.iterdir()
                   if p.name.endswith(".json") and p.is_file())
 
@@ -51,7 +49,7 @@ def resolve(kind: str, spec: str) -> Path:
         parts = (parts[0] + ".json",)
     entry = _data_dir(kind).joinpath(*parts) if parts else None
     if entry is not None and parts[-1].endswith(".json") and entry.is_file():
-        return Path(str(entry))
+        return entry
     if not spec.endswith(".json") and "/" not in spec and "\\" not in spec:
         what = kind.rstrip("s")
         names = ", ".join(shipped_names(_data_dir(kind)))

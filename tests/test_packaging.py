@@ -39,6 +39,28 @@ def test_installed_package_finds_hardware_and_workloads(installed):
     assert "rx-7900-xtx" in listing.stdout and "h100-sxm" in listing.stdout
 
 
+def test_installed_package_outside_the_checkout_reads_nested_paths(installed, tmp_path):
+    """A path of several parts (a missing workload, a shipped validation card named by its
+    repo path) from outside the checkout: a clear error and the shipped file, where Python
+    3.10 and 3.11 raised a TypeError from importlib.resources' MultiplexedPath."""
+    target, _ = installed
+    env = {**os.environ, "PYTHONPATH": str(target)}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "simulator", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True)
+
+    missing = run("run", "nosuch/w.json")
+    assert missing.returncode == 2, missing.stderr
+    assert missing.stderr.strip() == "error: nosuch/w.json: file not found"
+    trace = tmp_path / "t.trace"
+    trace.write_text("0x0 READ 0\n0x40 WRITE 3\n")
+    dram = run("dram", str(trace), "--hardware", "hardware/validation/ramulator2-gddr6-8ch.json",
+               "--json")
+    assert dram.returncode == 0, dram.stderr
+    assert json.loads(dram.stdout)["requests"] == 2
+
+
 def test_every_package_is_listed_for_the_wheel(repo):
     """pyproject names its packages one by one (the data folders are mapped in): a new
     subpackage left off the list would be missing from the installed wheel."""
