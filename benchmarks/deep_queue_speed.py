@@ -30,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from simulator.config.hardware import load_hardware  # noqa: E402
 from simulator.dram import system  # noqa: E402
 from simulator.dram.system import MemorySystem  # noqa: E402
-from simulator.gpu.memory_path import controller  # noqa: E402
 from simulator.pipeline import analyze  # noqa: E402
 
 REPEATS = 3
@@ -65,7 +64,7 @@ def record(workload: str, hardware: str, fidelity: str = "sampled", every: int =
 def serve(hw, batches, want_completion: bool) -> tuple[float, str]:
     """Seconds to feed every batch to a fresh memory system, each from idle and run to its
     end, and the digest of the completion cycles (empty without them)."""
-    ms = MemorySystem.from_hardware(hw, controller=controller(hw))
+    ms = MemorySystem.from_hardware(hw)
     digest = hashlib.sha1()
     t = time.perf_counter()
     for addresses, is_write, rel in batches:

@@ -23,7 +23,6 @@ sys.path.insert(0, str(ROOT))  # the checkout's simulator, not an older installe
 
 from simulator.config.hardware import load_hardware  # noqa: E402
 from simulator.dram.system import MemorySystem  # noqa: E402
-from simulator.gpu import memory_path  # noqa: E402
 from simulator.pipeline import Step  # noqa: E402
 from simulator.replay import Replay  # noqa: E402
 from simulator.replay.memory import CycleMemory, SampledMemory  # noqa: E402
@@ -52,7 +51,7 @@ def main() -> None:
     print(f"{'op':<34} {'requests':>10} {'sampled':>11} {'bound':>8} {'cycle':>11} "
           f"{'sampled-cycle':>13} {'in bound':>8} {'wall s/c':>10}")
     def fresh() -> MemorySystem:  # each op from an idle memory system, both ways
-        return MemorySystem.from_hardware(hw, controller=memory_path.controller(hw))
+        return MemorySystem.from_hardware(hw)
 
     inside = checked = served = 0
     for ops in largest:

@@ -70,7 +70,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         from tqdm import tqdm
         bar = tqdm(total=points, unit="point", delay=2.0, leave=False)
     rows = run_sweep(spec, out, workers=args.workers, scheduler=args.scheduler,
-                     on_point=(lambda _row: bar.update()) if bar else None)
+                     on_point=(lambda _row: bar.update()) if bar else None,
+                     on_plan=lambda reuse: _planned(reuse, out, bar))
     if bar:
         bar.close()
     workloads = list(spec.workloads)
@@ -90,6 +91,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _planned(reuse, out: Path, bar) -> None:
+    """Say which stored points a sweep reuses and why it computes the others."""
+    print(f"{out}/points.jsonl: {reuse.describe()}", file=sys.stderr)
+    if bar:
+        bar.update(reuse.reused)
 
 
 def cmd_hardware_list(args: argparse.Namespace) -> int:
@@ -186,10 +194,9 @@ def cmd_workloads_show(args: argparse.Namespace) -> int:
 def cmd_dram(args: argparse.Namespace) -> int:
     from simulator.dram.report import dram_doc, dram_report
     from simulator.dram.system import MemorySystem
-    from simulator.gpu import memory_path
 
     hw = load_hardware(args.hardware)  # a GPU's own memory path unless the file states one
-    system = MemorySystem.from_hardware(hw, controller=memory_path.controller(hw))
+    system = MemorySystem.from_hardware(hw)
     stats = system.run_trace(Path(args.trace))
     if args.json:
         _print_json(dram_doc(stats, hw, args.trace))

@@ -38,9 +38,9 @@ def test_single_channel_seq_read():
 
     from dram_helpers import VALIDATION
 
+    from simulator.config.address_mapping import AddressMapping
     from simulator.config.hardware import load_hardware
-    from simulator.dram.mapping import AddressMapping
-    from simulator.dram.organization import organization
+    from simulator.config.organization import organization
     from simulator.dram.system import MemorySystem
 
     hw = load_hardware(VALIDATION)

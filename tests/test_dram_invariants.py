@@ -8,14 +8,13 @@ from dram_helpers import VALIDATION, validation_system
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from simulator.config.controller import GPU_CONTROLLER, ControllerConfig
 from simulator.config.hardware import load_hardware
 from simulator.dram import commands as C
 from simulator.dram import engine as E
 from simulator.dram import system
 from simulator.dram.checker import check_log
-from simulator.dram.controller import ControllerConfig
 from simulator.dram.system import MemorySystem
-from simulator.gpu import memory_path
 
 HW = load_hardware(VALIDATION)
 
@@ -329,7 +328,7 @@ def test_refresh_keeps_up_with_a_write_stream(postpone):
     are owed than the controller postpones, the bank due takes no more writes until it is
     refreshed, so the count follows simulated time throughout."""
     hw = load_hardware("t4")
-    ctl = dataclasses.replace(memory_path.controller(hw), refresh_postpone=postpone)
+    ctl = dataclasses.replace(hw.controller, refresh_postpone=postpone)
     n = 400_000
     addr = np.arange(n, dtype=np.uint64) * 32
     ms = MemorySystem.from_hardware(hw, controller=ctl)
@@ -348,7 +347,7 @@ def test_a_bank_held_for_its_refresh_is_skipped_to_as_tried_every_cycle():
     """The deep GPU queues full of writes, every refresh holding its bank at once: trying
     every CK cycle issues the same commands at the same cycles as skipping."""
     hw = load_hardware("t4")
-    ctl = dataclasses.replace(memory_path.controller(hw), refresh_postpone=0)
+    ctl = dataclasses.replace(hw.controller, refresh_postpone=0)
     n = 6000
     addr = np.arange(n, dtype=np.uint64) * 32
     logs = []
@@ -386,12 +385,12 @@ def test_hit_guard_keeps_rows_open_that_oldest_ready_first_closes():
     addr = np.stack([i, np.uint64(256 * 2**20) + i], axis=1).ravel()
     share = {}
     for scheduler in ("frfcfs", "frfcfs_hit_guard"):
-        ctl = dataclasses.replace(memory_path.controller(hw), scheduler=scheduler)
+        ctl = dataclasses.replace(hw.controller, scheduler=scheduler)
         ms = MemorySystem.from_hardware(hw, controller=ctl)
         ms.feed(addr, np.zeros(len(addr), np.int64), final=True)
         s = ms.stats()
         share[scheduler] = s.bandwidth_GBps / s.peak_bandwidth_GBps
-    assert memory_path.GPU_CONTROLLER.scheduler == "frfcfs_hit_guard"
+    assert GPU_CONTROLLER.scheduler == "frfcfs_hit_guard"
     assert share["frfcfs_hit_guard"] > 0.97
     assert share["frfcfs"] < share["frfcfs_hit_guard"] - 0.03
 
@@ -415,13 +414,14 @@ def test_default_mapping_reaches_nccds_on_a_stream():
 def test_split_mapping_fields_decode_every_address_to_its_own_place(fields):
     """A field split into parts ('column:3' its lowest 3 bits, the plain name the rest) still
     gives each 32 B access of the memory its own channel, bank, row and column."""
-    from simulator.dram.mapping import AddressMapping
-    from simulator.dram.organization import Organization
+    from simulator.config.address_mapping import AddressMapping
+    from simulator.config.organization import Organization
+    from simulator.dram.mapping import decode
 
     org = Organization(channels=4, bank_groups=2, banks_per_group=2, rows=8, row_bytes=512)
     mapping = AddressMapping(fields=fields, hash=(("bank", "row"),))
     addr = np.arange(org.capacity_bytes // 32, dtype=np.uint64) * 32
-    f = mapping.decode(addr, org)
+    f = decode(mapping, addr, org)
     place = (((f["channel"] * 2 + f["bankgroup"]) * 2 + f["bank"]) * 8 + f["row"]) * 16 \
         + f["column"]
     assert sorted(place.tolist()) == list(range(len(addr)))
@@ -436,22 +436,23 @@ def test_hash_into_a_count_not_a_power_of_two_adds_wherever_the_field_sits():
     """A hash into 24 channels adds the row modulo 24, also when the channel is not the
     mapping's first part (the decode once took the fold-or-add choice from the wrong part,
     and with a split column first left such channels unhashed)."""
-    from simulator.dram.mapping import AddressMapping
-    from simulator.dram.organization import Organization
+    from simulator.config.address_mapping import AddressMapping
+    from simulator.config.organization import Organization
+    from simulator.dram.mapping import decode
 
     org = Organization(channels=24, bank_groups=2, banks_per_group=2, rows=64, row_bytes=512)
     fields = ("column:3", "channel", "bankgroup", "column", "bank", "row")
     addr = np.random.default_rng(2).integers(0, org.capacity_bytes // 32, 5000).astype(
         np.uint64) * np.uint64(32)
-    plain = AddressMapping(fields=fields, hash=()).decode(addr, org)
-    hashed = AddressMapping(fields=fields, hash=(("channel", "row"),)).decode(addr, org)
+    plain = decode(AddressMapping(fields=fields, hash=()), addr, org)
+    hashed = decode(AddressMapping(fields=fields, hash=(("channel", "row"),)), addr, org)
     assert (hashed["channel"] == (plain["channel"] + plain["row"]) % 24).all()
     assert (hashed["channel"] != plain["channel"]).any()
 
 
 def test_banks_per_group_must_be_a_power_of_two():
     """The engine finds a bank's group by a shift: other counts are refused, not mis-grouped."""
-    from simulator.dram.organization import Organization
+    from simulator.config.organization import Organization
 
     ms = MemorySystem.from_hardware(HW)
     for per_group, ok in ((2, True), (3, False)):
@@ -468,10 +469,10 @@ def test_rx_6900_xt_channels_are_address_bits_8_to_11():
     """The Linux driver's Navi 21 mapping (hardware/rx-6900-xt.json): 256 B per channel,
     16 channels, unhashed."""
     hw = load_hardware("rx-6900-xt")
-    ms = MemorySystem.from_hardware(hw, controller=memory_path.controller(hw))
+    ms = MemorySystem.from_hardware(hw)
     addr = np.random.default_rng(5).integers(0, 2**34 // 32, 10_000).astype(np.uint64) * 32
     assert (ms.decode(addr)["channel"] == (addr >> np.uint64(8)) % 16).all()
-    assert memory_path.controller(hw).read_buffer == memory_path.GPU_CONTROLLER.read_buffer
+    assert hw.controller.read_buffer == GPU_CONTROLLER.read_buffer
 
 
 @pytest.mark.parametrize("frontend", ["in_order", "per_channel"])
@@ -557,17 +558,17 @@ def test_address_decode_matches_its_definition(card, seed):
     """Each field takes its count's worth of the address in turn; each hash entry XORs every
     log2(n)-bit slice of its source into a power-of-two target, else adds modulo the count.
     Written out per address, against the vectorized decode (bit fields, lookup tables)."""
-    from simulator.dram.organization import organization
-    from simulator.gpu.memory_path import controller
+    from simulator.config.organization import organization
+    from simulator.dram.mapping import decode
 
     hw = load_hardware(card[0])
     hw = dataclasses.replace(hw, memory=dataclasses.replace(hw.memory, bus_width_bits=card[1]))
     org = organization(hw.memory, hw.path)
-    mapping = controller(hw).mapping
+    mapping = hw.controller.mapping
     counts = mapping.counts(org)
     rng = np.random.default_rng(seed)
     addr = rng.integers(0, org.capacity_bytes // 32, 300).astype(np.uint64) * np.uint64(32)
-    got = mapping.decode(addr, org)
+    got = decode(mapping, addr, org)
     for i, a in enumerate(addr.tolist()):
         rest, want = a // 32, {}
         for name in mapping.fields:
@@ -588,7 +589,7 @@ def test_address_decode_matches_its_definition(card, seed):
 def _gpu_system(frontend: str) -> MemorySystem:
     t4 = load_hardware("t4")
     return MemorySystem.from_hardware(
-        t4, controller=dataclasses.replace(memory_path.controller(t4), frontend=frontend))
+        t4, controller=dataclasses.replace(t4.controller, frontend=frontend))
 
 
 def test_front_ends_agree_while_no_buffer_fills():

@@ -6,7 +6,7 @@ import pytest
 from reference_figures import PUBLISHED
 
 from simulator.config.hardware import hardware_names, load_hardware
-from simulator.dram.timing import BURST_CLOCK_TIMINGS
+from simulator.config.timing import BURST_CLOCK_TIMINGS
 from simulator.units import GiB, tck_ns
 
 REQUIRED = ["t4", "l4", "a10", "a40", "rtx-a6000", "l40s", "rtx-2080-ti", "titan-rtx", "rtx-3070",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from simulator.config.hardware import load_hardware
-from simulator.dram.organization import ACCESS_BYTES
+from simulator.config.organization import ACCESS_BYTES
 from simulator.estimate import BOUNDS
 from simulator.gpu.compute import (
     GemmShape,
@@ -176,7 +176,6 @@ def test_an_op_hidden_under_the_sms_pace_ends_after_its_writes_drain(t4):
     `sampled` shows the DRAM well hidden and measures that tail on the op's last requests fed at
     its pace; without the tail it had ended with the pace (0.7 us short, with a bound of 0)."""
     from simulator.dram.system import MemorySystem
-    from simulator.gpu import memory_path
     from simulator.pipeline import Step
     from simulator.replay import Replay
     from simulator.replay.memory import CycleMemory, SampledMemory
@@ -189,7 +188,7 @@ def test_an_op_hidden_under_the_sms_pace_ends_after_its_writes_drain(t4):
             break
 
     def memory():
-        return MemorySystem.from_hardware(t4, controller=memory_path.controller(t4))
+        return MemorySystem.from_hardware(t4)
 
     sampled = SampledMemory(memory()).serve(demand.requests, 0, demand.pace_ck, demand.key)
     cycle = CycleMemory(memory()).serve(demand.requests, 0, demand.pace_ck, demand.key)

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import matplotlib.image as mpimg
 import pytest
+from conftest import REPO
 
 from simulator.cli import main
+from simulator.config.controller import GPU_CONTROLLER
 from simulator.config.hardware import load_hardware
 from simulator.errors import InputError
-from simulator.gpu import memory_path
 from simulator.sweep import execute
 from simulator.sweep.report import elasticities, figures
 from simulator.sweep.spec import build, load_sweep
@@ -129,8 +130,8 @@ def test_a_controller_setting_changes_the_controller_the_card_runs_on():
     controller, 32-entry queues and all, with the one setting changed)."""
     spec = build("c", "t4", ["cnn"], {"write_buffer": [128], "refresh_postpone": [0]},
                  "sampled", "test")
-    ctl = memory_path.controller(spec.points()[0].hardware)
-    assert ctl == dataclasses.replace(memory_path.GPU_CONTROLLER, write_buffer=128,
+    ctl = spec.points()[0].hardware.controller
+    assert ctl == dataclasses.replace(GPU_CONTROLLER, write_buffer=128,
                                       refresh_postpone=0, mapping=ctl.mapping)
     assert ctl.mapping == load_hardware("t4").controller.mapping
 
@@ -403,3 +404,55 @@ def test_fits_column_says_when_only_the_live_bytes_fit():
             {**base, "fits": True}]  # a point kept from before the reserve was recorded
     shown = [row[-1] for row in table_rows(rows, {"l2_bytes": [1]})[1:]]
     assert shown == ["yes", "live only", "no", "yes"]
+
+
+def _stored(folder: Path) -> dict[str, dict]:
+    """The stored row of each card (a point computed again is appended: the last one wins)."""
+    return {r["hardware"]: r for r in map(json.loads, (folder / "points.jsonl").open())}
+
+
+def test_a_stored_point_is_reused_only_when_its_inputs_are_the_same(tmp_path, capsys,
+                                                                      write_json):
+    """The fidelity, the workload's content and the card's are part of a point's identity: a
+    rerun with any of them changed computes the points again, and says so."""
+    src = json.loads((REPO / "workloads" / "cnn.json").read_text())
+    workload = write_json(src, "cnn.json")
+
+    def sweep(fidelity, out="out"):
+        assert main(["sweep", str(workload), "--hardware", "t4,l4", "--fidelity", fidelity,
+                     "--workers", "1", "--out", str(tmp_path / out)]) == 0
+        return _stored(tmp_path / out), capsys.readouterr().err
+
+    analytic, err = sweep("analytic")
+    assert "0 points reused, 2 computed (2 new)" in err
+    sampled, err = sweep("sampled")
+    assert "0 points reused, 2 computed (2 stale" in err
+    fresh, _ = sweep("sampled", out="fresh")
+    assert sampled["t4"]["step_time_s"] == fresh["t4"]["step_time_s"]
+    assert sampled["t4"]["step_time_s"] != analytic["t4"]["step_time_s"]
+    again, err = sweep("sampled")
+    assert "2 points reused, 0 computed" in err
+    assert again == sampled
+    src["data"]["batch_size"] *= 2                      # the same file, edited
+    write_json(src, "cnn.json")
+    bigger, err = sweep("sampled")
+    assert "0 points reused, 2 computed (2 stale" in err
+    assert bigger["t4"]["step_time_s"] > sampled["t4"]["step_time_s"]
+
+
+def test_a_point_key_covers_the_card_and_the_simulator(tmp_path, monkeypatch):
+    """The same grid position on an edited card, or under other simulator code, is a new
+    key, so the stored result is not reused."""
+    from simulator import version
+
+    spec = build("k", "t4", ["cnn"], {"l2_bytes": [4194304]}, "analytic", "test")
+    point = spec.points()[0]
+    digests = {"cnn": execute.workload_digest("cnn")}
+    key = execute.point_key(point, "analytic", digests)
+    assert key == execute.point_key(spec.points()[0], "analytic", digests)
+    other_card = dataclasses.replace(point, hardware=dataclasses.replace(
+        point.hardware, content_digest="edited"))
+    assert execute.point_key(other_card, "analytic", digests) != key
+    assert execute.point_key(point, "sampled", digests) != key
+    monkeypatch.setattr(version, "model_digest", lambda: "other code")
+    assert execute.point_key(point, "analytic", digests) != key

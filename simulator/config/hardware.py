@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from simulator import resources, units
+from simulator.config import controller as controllers
+from simulator.config.address_mapping import AddressMapping
+from simulator.config.controller import ControllerConfig
 from simulator.config.loader import load
-from simulator.dram.controller import ControllerConfig
-from simulator.dram.mapping import AddressMapping
-from simulator.dram.organization import (
+from simulator.config.organization import (
     BURST_CK,
     BURST_LENGTH,
     CHANNEL_WIDTH_BITS,
     CHANNELS_PER_DEVICE,
     organization,
 )
-from simulator.dram.timing import GDDR6Timing, check, refresh_problem
+from simulator.config.timing import GDDR6Timing, check, refresh_problem
 from simulator.errors import InputError
 from simulator.units import BITS_PER_PIN_PER_CK
 
@@ -86,11 +89,15 @@ class Hardware:
     price_usd: float | None
     sources: tuple[str, ...]
     path: str
-    controller: ControllerConfig = ControllerConfig()
+    # the controller every path runs the card on, decided as the file loads (config.controller)
+    controller: ControllerConfig = controllers.GPU_CONTROLLER
+    controller_source: str = controllers.GPU_CONTROLLER_SOURCE
     energy_pj_per_bit: float | None = None
     l2_bandwidth_GBps: float | None = None      # measured; None: the replay estimates it
     kernel_launch_overhead_us: float | None = None  # None: the compute model's default
-    controller_stated: bool = False             # the file has a memory.controller block
+    # SHA-256 of the description as loaded (after any sweep setting): what a stored result
+    # of this card was computed from
+    content_digest: str = ""
 
     @property
     def peak_bandwidth_Bps(self) -> float:
@@ -169,6 +176,7 @@ def parse_hardware(raw: dict, file: str) -> Hardware:
     compute = raw.get("compute", {"peak_tflops": {}})
     peaks = {k: compute["peak_tflops"].get(k) for k in PEAK_KEYS}
     memory = _memory(raw, file)
+    ctl, ctl_source = _controller(raw, memory, file)
     hw = Hardware(
         name=raw["name"], display_name=raw["display_name"], vendor=raw["vendor"],
         chip=raw.get("chip", ""), memory=memory,
@@ -176,11 +184,11 @@ def parse_hardware(raw: dict, file: str) -> Hardware:
         last_level_cache_bytes=raw.get("cache", {}).get("last_level_cache_bytes", 0),
         peak_tflops=peaks, sm_count=compute.get("sm_count"), tdp_w=raw.get("tdp_w"),
         price_usd=raw.get("price_usd"), sources=tuple(raw["sources"]), path=file,
-        controller=_controller(raw, memory, file),
+        controller=ctl, controller_source=ctl_source,
         energy_pj_per_bit=raw["memory"].get("energy_pj_per_bit"),
         l2_bandwidth_GBps=raw.get("cache", {}).get("l2_bandwidth_GBps"),
         kernel_launch_overhead_us=compute.get("kernel_launch_overhead_us"),
-        controller_stated="controller" in raw["memory"])
+        content_digest=hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest())
     _check_refresh(hw, raw, file)
     return hw
 
@@ -190,8 +198,7 @@ def _check_refresh(hw: Hardware, raw: dict, file: str) -> None:
     only); checked on the controller the replay runs the card on."""
     if hw.memory.timing is None:
         return
-    from simulator.gpu.memory_path import controller  # (it builds on this module)
-    per_bank = controller(hw).refresh == "per_bank"
+    per_bank = hw.controller.refresh == "per_bank"
     banks = organization(hw.memory, file).banks
     text = refresh_problem(hw.memory.timing, per_bank, banks)
     if text is None:
@@ -230,14 +237,20 @@ def _address_mapping(raw: dict, memory: MemorySpec, file: str) -> AddressMapping
     return mapping
 
 
-def _controller(raw: dict, memory: MemorySpec, file: str) -> ControllerConfig:
-    c = dict(raw["memory"].get("controller", {}))
-    ctl = ControllerConfig.from_dict(c, _address_mapping(raw, memory, file))
-    if ctl.write_low_watermark >= ctl.write_high_watermark:
-        raise InputError(f"expected write_low_watermark < write_high_watermark "
-                         f"({ctl.write_high_watermark}), got {ctl.write_low_watermark}",
-                         file=file, path="$.memory.controller.write_low_watermark")
-    return ctl
+def _controller(raw: dict, memory: MemorySpec, file: str) -> tuple[ControllerConfig, str]:
+    """The card's effective controller and where it comes from (config.controller.effective)."""
+    stated = raw["memory"].get("controller")
+    if stated is not None:
+        merged = {**ControllerConfig().settings(), **stated}
+        low, high = merged["write_low_watermark"], merged["write_high_watermark"]
+        if low >= high:
+            raise InputError(f"expected write_low_watermark < write_high_watermark "
+                             f"({high}), got {low}", file=file,
+                             path="$.memory.controller.write_low_watermark")
+    try:
+        return controllers.effective(stated, _address_mapping(raw, memory, file))
+    except ValueError as exc:
+        raise InputError(str(exc), file=file, path="$.memory.controller") from None
 
 
 def hardware_names() -> list[str]:

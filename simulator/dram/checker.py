@@ -12,8 +12,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from simulator.config.timing import GDDR6Timing
 from simulator.dram import commands as C
-from simulator.dram.timing import GDDR6Timing
 
 READS = (C.RD, C.RDA)
 WRITES = (C.WR, C.WRA)

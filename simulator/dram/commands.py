@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.dram.timing import GDDR6Timing
+from simulator.config.timing import GDDR6Timing
 
 ACT, PRE, PREA, RD, WR, RDA, WRA, REFAB, REFPB = range(9)
 NAMES = ("ACT", "PRE", "PREA", "RD", "WR", "RDA", "WRA", "REFab", "REFpb")

@@ -1,33 +1,16 @@
-"""Physical address -> (channel, bank group, bank, row, column), as plain data.
-
-A mapping lists the fields from least to most significant above the 32 B access offset
-(Ramulator's RoBaRaCoCh is ["channel", "column", "bankgroup", "bank", "row"]). Each field takes
-its count's worth of the address by division, so channel counts that are not powers of two
-(24 channels on a 384-bit bus) interleave by modulo, and power-of-two ones are bit fields.
-A field may be split: "column:3" takes the next 3 bits for the column's lowest part, and the
-plain "column" later takes the rest, as controllers that keep 256 B (8 accesses) on a channel
-before moving to the next do.
-`hash` entries fold a source field into a target, as GPUs do to spread strided streams: XOR
-of all the source's bits, log2(count) at a time, where the target count is a power of two;
-addition modulo the count otherwise.
-"""
+"""Decoding physical addresses into channel, bank group, bank, row and column, by the card's
+AddressMapping (simulator/config/address_mapping.py says what a mapping states)."""
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
 
-from simulator.dram.organization import ACCESS_BYTES, Organization
+from simulator.config.address_mapping import FIELDS, AddressMapping, parts
+from simulator.config.organization import ACCESS_BYTES, Organization
 
-FIELDS = ("channel", "bankgroup", "bank", "row", "column")
-RAMULATOR_ROBARACOCH = ("channel", "column", "bankgroup", "bank", "row")
-# Default: consecutive accesses rotate channels, then bank groups (so a stream alternates groups
-# and reaches nCCDS), then columns of one row, then banks; channel and bank hashed with the row.
-DEFAULT_FIELDS = ("channel", "bankgroup", "column", "bank", "row")
-DEFAULT_HASH = (("channel", "row"), ("bankgroup", "row"), ("bank", "row"))
 _ACCESS_SHIFT = ACCESS_BYTES.bit_length() - 1  # log2 of the access size (32 B: BL16 x 16 bits)
 
 
@@ -51,108 +34,54 @@ def _fold_table(n: int, count: int) -> np.ndarray:
     return table
 
 
-def parts(fields: tuple[str, ...]) -> list[tuple[str, int]]:
-    """The fields as (name, bits) parts, least significant first; bits 0 for a field's plain
-    name, which takes what its other parts leave. ValueError unless each field is named
-    plainly exactly once."""
-    out = []
-    for f in fields:
-        name, _, bits = f.partition(":")
-        if name not in FIELDS or (bits and not (bits.isdigit() and int(bits) > 0)):
-            raise ValueError(f"expected a field of {', '.join(FIELDS)}, optionally as "
-                             f"'name:bits', got '{f}'")
-        out.append((name, int(bits or 0)))
-    plain = [name for name, bits in out if not bits]
-    for name in FIELDS:
-        if plain.count(name) != 1:
-            raise ValueError(f"expected '{name}' once as a plain name, got it "
-                             f"{plain.count(name)} times")
-    return out
+
+def decode(mapping: AddressMapping, addresses: np.ndarray, org: Organization,
+           out: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Decode of byte addresses (uint64) into field arrays (int64): views of `out`, an
+    int64 (len(FIELDS), at least len(addresses)) scratch when given (fresh pages cost a
+    fault each)."""
+    out = (np.empty((len(FIELDS), len(addresses)), np.int64) if out is None
+           else out[:, :len(addresses)])
+    _decode(np.ascontiguousarray(addresses, np.uint64).view(np.int64), *_plan(mapping, org),
+            out)
+    return dict(zip(FIELDS, out, strict=True))
 
 
-@dataclass(frozen=True)
-class AddressMapping:
-    fields: tuple[str, ...] = DEFAULT_FIELDS
-    hash: tuple[tuple[str, str], ...] = DEFAULT_HASH
-    # where the mapping is documented ("" for the default); not part of what it does
-    source: str = field(default="", compare=False, repr=False)
-
-    @property
-    def cited(self) -> str:
-        """Its source, or that it is the default, for reports."""
-        return self.source or "none stated: the default of simulator/dram/mapping.py"
-
-    def __post_init__(self):
-        parts(self.fields)
-
-    def counts(self, org: Organization) -> dict[str, int]:
-        return {"channel": org.channels, "bankgroup": org.bank_groups,
-                "bank": org.banks_per_group, "row": org.rows, "column": org.columns}
-
-    def _split(self) -> dict[str, int]:
-        """Per field, the values its 'name:bits' parts take together (1 if none)."""
-        return {name: 1 << sum(b for n, b in parts(self.fields) if n == name) for name in FIELDS}
-
-    def check(self, org: Organization) -> None:
-        """ValueError unless each split field's parts divide its count."""
-        counts = self.counts(org)
-        for name, split in self._split().items():
-            if counts[name] % split:
-                raise ValueError(f"'{name}' has {counts[name]} values, which its parts of "
-                                 f"{split} do not divide")
-
-    def decode(self, addresses: np.ndarray, org: Organization,
-               out: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """Decode of byte addresses (uint64) into field arrays (int64): views of `out`, an
-        int64 (len(FIELDS), at least len(addresses)) scratch when given (fresh pages cost a
-        fault each)."""
-        out = (np.empty((len(FIELDS), len(addresses)), np.int64) if out is None
-               else out[:, :len(addresses)])
-        _decode(np.ascontiguousarray(addresses, np.uint64).view(np.int64), *self._plan(org),
-                out)
-        return dict(zip(FIELDS, out, strict=True))
-
-    def describe(self) -> str:
-        """The fields, least significant first, and the hashes, as a line (a hash is an XOR
-        fold where the target's count is a power of two, an addition modulo it otherwise)."""
-        folds = ", ".join(f"{t} hashed with {s}" for t, s in self.hash) or "no hash"
-        return f"{', '.join(self.fields)}; {folds}"
-
-    @functools.lru_cache(maxsize=64)  # noqa: B019 - mappings and organizations are few
-    def _plan(self, org: Organization) -> tuple[np.ndarray, ...]:
-        """The decode as arrays for `_decode`, made once per organization: per part (least
-        significant first) its field, size, step and log2 size; the fields' counts (FIELDS
-        order); hash targets and sources, fold tables."""
-        self.check(org)
-        counts = self.counts(org)
-        by_name = np.array([counts[name] for name in FIELDS], np.int64)
-        # each part: its field, its count of values, and the field's value of one of its steps
-        split = self._split()
-        order, sizes, steps, step = [], [], [], dict.fromkeys(FIELDS, 1)
-        for name, bits in parts(self.fields):
-            size = 1 << bits if bits else counts[name] // split[name]
-            order.append(FIELDS.index(name))
-            sizes.append(size)
-            steps.append(step[name])
-            step[name] *= size
-        # log2 of each power-of-two part size (a bit field), -1 where the size is not one
-        shifts = np.array([n.bit_length() - 1 if n & (n - 1) == 0 else -1 for n in sizes],
-                          np.int64)
-        order = np.array(order, np.int64)
-        sizes = np.array(sizes, np.int64)
-        steps = np.array(steps, np.int64)
-        targets = np.array([FIELDS.index(t) for t, _ in self.hash], np.int64)
-        sources = np.array([FIELDS.index(s) for _, s in self.hash], np.int64)
-        width = max([counts[s] for _, s in self.hash], default=1)
-        tables = np.zeros((len(self.hash), width), np.int64)  # rows unused where modulo
-        for j, (target, source) in enumerate(self.hash):
-            n = counts[target]
-            if n & (n - 1) == 0:
-                tables[j, :counts[source]] = _fold_table(n, counts[source])
-        plan = (order, sizes, steps, shifts, by_name, targets, sources, tables)
-        for a in plan:
-            a.flags.writeable = False  # shared by every decode
-        return plan
+@functools.lru_cache(maxsize=64)
+def _plan(mapping: AddressMapping, org: Organization) -> tuple[np.ndarray, ...]:
+    """The decode as arrays for `_decode`, made once per organization: per part (least
+    significant first) its field, size, step and log2 size; the fields' counts (FIELDS
+    order); hash targets and sources, fold tables."""
+    mapping.check(org)
+    counts = mapping.counts(org)
+    by_name = np.array([counts[name] for name in FIELDS], np.int64)
+    # each part: its field, its count of values, and the field's value of one of its steps
+    split = mapping.split_counts()
+    order, sizes, steps, step = [], [], [], dict.fromkeys(FIELDS, 1)
+    for name, bits in parts(mapping.fields):
+        size = 1 << bits if bits else counts[name] // split[name]
+        order.append(FIELDS.index(name))
+        sizes.append(size)
+        steps.append(step[name])
+        step[name] *= size
+    # log2 of each power-of-two part size (a bit field), -1 where the size is not one
+    shifts = np.array([n.bit_length() - 1 if n & (n - 1) == 0 else -1 for n in sizes],
+                      np.int64)
+    order = np.array(order, np.int64)
+    sizes = np.array(sizes, np.int64)
+    steps = np.array(steps, np.int64)
+    targets = np.array([FIELDS.index(t) for t, _ in mapping.hash], np.int64)
+    sources = np.array([FIELDS.index(s) for _, s in mapping.hash], np.int64)
+    width = max([counts[s] for _, s in mapping.hash], default=1)
+    tables = np.zeros((len(mapping.hash), width), np.int64)  # rows unused where modulo
+    for j, (target, source) in enumerate(mapping.hash):
+        n = counts[target]
+        if n & (n - 1) == 0:
+            tables[j, :counts[source]] = _fold_table(n, counts[source])
+    plan = (order, sizes, steps, shifts, by_name, targets, sources, tables)
+    for a in plan:
+        a.flags.writeable = False  # shared by every decode
+    return plan
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

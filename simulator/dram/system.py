@@ -13,13 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.config.address_mapping import FIELDS
+from simulator.config.controller import ControllerConfig
 from simulator.config.hardware import Hardware
+from simulator.config.organization import ACCESS_BYTES, Organization, organization
+from simulator.config.timing import GDDR6Timing, refresh_interval_ck, refresh_problem
 from simulator.dram import commands as C
 from simulator.dram import engine as E
-from simulator.dram.controller import ControllerConfig
-from simulator.dram.mapping import FIELDS
-from simulator.dram.organization import ACCESS_BYTES, Organization, organization
-from simulator.dram.timing import GDDR6Timing, refresh_interval_ck, refresh_problem
+from simulator.dram import mapping
 from simulator.dram.tracefile import read_blocks
 from simulator.errors import InputError
 from simulator.threads import LazyPool, usable_cpus
@@ -284,7 +285,7 @@ class MemorySystem:
 
     def decode(self, addresses: np.ndarray, out: np.ndarray | None = None
                ) -> dict[str, np.ndarray]:
-        return self.controller.mapping.decode(addresses, self.org, out)
+        return mapping.decode(self.controller.mapping, addresses, self.org, out)
 
     def check_addresses(self, addresses: np.ndarray, where=None) -> None:
         """Reject addresses past the capacity; `where(i)` names the offending request."""

@@ -21,7 +21,6 @@ from simulator.config.hardware import Hardware
 from simulator.dram.system import DramStats, MemorySystem
 from simulator.errors import InputError
 from simulator.estimate import OpTime, StepEstimate, estimate
-from simulator.gpu import memory_path
 from simulator.gpu.compute import kernel_compute, launch_overhead_s
 from simulator.gpu.l2 import L2Cache, OpTraffic, cache_capacity, l2_bandwidth_Bps
 from simulator.replay.bottleneck import Bottlenecks, summarize
@@ -109,7 +108,7 @@ class Replay:
         if fidelity not in ("cycle", "sampled"):
             raise InputError(f"expected a replay fidelity of cycle or sampled, got '{fidelity}'")
         self.trace, self.hw, self.fidelity = trace, hw, fidelity
-        self.ms = MemorySystem.from_hardware(hw, controller=memory_path.controller(hw))
+        self.ms = MemorySystem.from_hardware(hw)
         self.memory = (CycleMemory(self.ms) if fidelity == "cycle"
                        else SampledMemory(self.ms, dram_memo, share_shapes))
         self.placement = placement if placement is not None else place(trace)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from simulator.dram.organization import ACCESS_BYTES
+from simulator.config.organization import ACCESS_BYTES
 from simulator.gpu.l2 import OpTraffic
 from simulator.workload.trace import Pattern
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from simulator.config.hardware import Hardware
 from simulator.estimate import BOUNDS, StepEstimate
-from simulator.gpu import memory_path
 from simulator.pipeline import RunResult
 from simulator.report.text import achieved_GBps, shared_results
 from simulator.workload.trace import PHASES
@@ -41,12 +40,12 @@ def hardware_doc(hw: Hardware) -> dict[str, Any]:
     if m.timing is not None:
         doc["timing_ck"] = m.timing.as_dict()
         doc["timing_source"] = m.timing_source
-        ctl = memory_path.controller(hw)
+        ctl = hw.controller
         doc["address_mapping"] = {
             "fields": list(ctl.mapping.fields),
             "hash": [{"target": t, "source": s} for t, s in ctl.mapping.hash],
             "source": ctl.mapping.cited}
-        doc["controller"] = {**ctl.settings(), "source": memory_path.controller_source(hw)}
+        doc["controller"] = {**ctl.settings(), "source": hw.controller_source}
     return doc
 
 

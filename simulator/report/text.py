@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from simulator.config.hardware import Hardware
 from simulator.estimate import OpTime, StepEstimate
-from simulator.gpu import memory_path
 from simulator.gpu.compute import launch_overhead_s
 from simulator.gpu.l2 import ESTIMATED_L2_TO_DRAM_BANDWIDTH
 from simulator.pipeline import RunResult
@@ -70,7 +69,7 @@ def hardware_details(hw: Hardware) -> str:
         lines += ["", f"  GDDR6 timing at {m.data_rate_gbps:g} Gb/s, in CK cycles "
                   f"(tCK = {1 / m.ck_GHz:.3f} ns):"]
         lines += _settings_lines(t, 8) + [f"    source: {m.timing_source}"]
-        ctl = memory_path.controller(hw)
+        ctl = hw.controller
         lines += ["", "  address mapping, least significant first above the 32 B access:",
                   f"    {ctl.mapping.describe()}", f"    source: {ctl.mapping.cited}"]
         lines += ["", "  memory controller, per channel (buffers in requests of 32 B):"]
@@ -78,7 +77,7 @@ def hardware_details(hw: Hardware) -> str:
         if ctl.refresh != "per_bank":  # (it bounds owed per-bank refreshes only)
             shown.pop("refresh_postpone")
         lines += _settings_lines(shown, 5)
-        lines.append(f"    source: {memory_path.controller_source(hw)}")
+        lines.append(f"    source: {hw.controller_source}")
     lines += ["", "  sources:"] + [f"    - {s}" for s in hw.sources]
     return "\n".join(lines)
 

@@ -1,8 +1,10 @@
 """Running a sweep's points: in this process, on a local process pool, or on a Dask cluster.
 
 Each finished point is appended to DIR/points.jsonl at once (flushed and synced), so an
-interrupted sweep loses nothing and a rerun skips the points already there. A point that fails
-is recorded with its error and the others go on; a rerun tries it again.
+interrupted sweep loses nothing. A rerun reuses a stored point only when its result would be
+the same: the point's `key` digests everything that decides it (the workload's and the card's
+content as loaded, the fidelity and options, the simulator's code); any other stored point,
+and one that failed, is computed again.
 
 Points whose memory systems are the same (they vary the L2, compute or price) measure the same
 DRAM windows: each process keeps those results (replay's `dram_memo`; results are the same with
@@ -12,6 +14,7 @@ Each process also generates each workload's trace (and its placement) once, for 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
@@ -19,15 +22,15 @@ import queue
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulator import resources
+from simulator import resources, version
 from simulator.config.hardware import Hardware
-from simulator.dram.organization import organization
+from simulator.config.organization import organization
 from simulator.dram.system import configuration, engine_threads, set_engine_threads
 from simulator.errors import InputError
-from simulator.gpu import memory_path
 from simulator.sweep.spec import Point, SweepSpec
 from simulator.threads import usable_cpus
 from simulator.units import GB
@@ -66,14 +69,12 @@ def run_point(workload: str, hardware: Hardware, fidelity: str) -> dict[str, Any
 
 
 def _step(workload: str):
-    """The workload's trace, placement and memory profile, made once per process (a Dask
-    worker outlives a sweep: an edited workload file is generated again)."""
+    """The workload's trace, placement and memory profile, made once per process for each
+    content of its file (a Dask worker outlives a sweep: an edited file is generated again)."""
     from simulator.pipeline import Step
 
-    try:
-        st = resources.resolve("workloads", workload).stat()
-        key = (workload, st.st_mtime_ns, st.st_size)
-    except (OSError, InputError):
+    key = (workload, workload_digest(workload))
+    if key[1].startswith("unreadable"):
         return Step(workload)  # reading it again says what is wrong
     if key not in _STEPS:
         if len(_STEPS) >= 16:
@@ -82,10 +83,56 @@ def _step(workload: str):
     return _STEPS[key]
 
 
-def _row(point: Point, result: dict[str, Any] | None, error: str | None) -> dict[str, Any]:
-    return {"id": point.id, "workload": point.workload, "hardware": point.hardware.name,
+# How run_point runs each point (the options of `analyze` it sets): part of a point's key
+POINT_OPTIONS = {"share_shapes": True}
+
+
+def workload_digest(workload: str) -> str:
+    """SHA-256 of the workload file as read (a shipped name: its shipped file); a file that
+    cannot be read digests as its error, so the point runs again and reports it."""
+    try:
+        return hashlib.sha256(resources.resolve("workloads", workload).read_bytes()).hexdigest()
+    except (OSError, InputError) as exc:
+        return f"unreadable: {exc}"
+
+
+def point_key(point: Point, fidelity: str, workload_digests: dict[str, str]) -> str:
+    """What decides a point's result: a stored point is reused only under the same key."""
+    doc = json.dumps({"workload": workload_digests[point.workload],
+                      "hardware": point.hardware.content_digest, "fidelity": fidelity,
+                      "options": POINT_OPTIONS, "simulator": version.model_digest()},
+                     sort_keys=True)
+    return hashlib.sha256(doc.encode()).hexdigest()
+
+
+def _row(point: Point, key: str, result: dict[str, Any] | None,
+         error: str | None) -> dict[str, Any]:
+    return {"id": point.id, "key": key, "workload": point.workload,
+            "hardware": point.hardware.name,
             **{f"param.{k}": v for k, v in point.settings.items()},
             **(result or {}), "error": error}
+
+
+@dataclass
+class Reuse:
+    """How a run of a sweep treated its points: reused as stored, or computed (never stored,
+    stored from other inputs, a fidelity or a simulator version, or failed before)."""
+
+    reused: int = 0
+    new: int = 0
+    stale: int = 0
+    failed_before: int = 0
+
+    @property
+    def computed(self) -> int:
+        return self.new + self.stale + self.failed_before
+
+    def describe(self) -> str:
+        why = [f"{n} {what}" for n, what in ((self.new, "new"), (self.stale, "stale: "
+               "stored from another workload, card, fidelity or simulator version"),
+               (self.failed_before, "failed before")) if n]
+        return (f"{self.reused} point{'s' * (self.reused != 1)} reused, {self.computed} "
+                f"computed" + (f" ({'; '.join(why)})" if why else ""))
 
 
 class PointStore:
@@ -106,9 +153,14 @@ class PointStore:
                 raise InputError("not a sweep results line", file=f"{path}:{n}") from None
             self.rows[row["id"]] = row
 
-    def done(self, point: Point) -> bool:
+    def status(self, point: Point, key: str) -> str:
+        """'reused' (stored under this key, without error), 'new', 'stale' or 'failed_before'."""
         row = self.rows.get(point.id)
-        return row is not None and row.get("error") is None
+        if row is None:
+            return "new"
+        if row.get("key") != key:
+            return "stale"
+        return "failed_before" if row.get("error") is not None else "reused"
 
     def add(self, row: dict) -> None:
         self.rows[row["id"]] = row
@@ -128,7 +180,7 @@ def _memory_groups(todo: list[Point]) -> list[list[Point]]:
         m = p.hardware.memory
         # the key under which `sampled` keeps its DRAM results (analytic-only HBM: the spec)
         key = (configuration(organization(m, p.hardware.path), m.timing,
-                             memory_path.controller(p.hardware))
+                             p.hardware.controller)
                if m.replayable else repr(m))
         groups.setdefault(key, []).append(p)
     return sorted(groups.values(), key=lambda g: g[0].hardware.memory.peak_bandwidth_GBps)
@@ -205,17 +257,29 @@ def _message(exc: BaseException | None) -> str | None:
 
 def run_sweep(spec: SweepSpec, out: Path, workers: int | None = None,
               scheduler: str | None = None,
-              on_point: Callable[[dict], None] | None = None) -> list[dict]:
-    """Every point of the sweep, skipping those already in out/points.jsonl; returns all rows
-    in grid order."""
+              on_point: Callable[[dict], None] | None = None,
+              on_plan: Callable[[Reuse], None] | None = None) -> list[dict]:
+    """Every point of the sweep, reusing those in out/points.jsonl stored under the same key;
+    returns all rows in grid order. `on_plan` is told, before anything runs, how many points
+    are reused and why the others are computed."""
     store = PointStore(out / "points.jsonl")  # the folder appears with the first point
     points = spec.points()
-    todo = [p for p in points if not store.done(p)]
+    digests = {w: workload_digest(w) for w in spec.workloads}
+    keys = {p.id: point_key(p, spec.fidelity, digests) for p in points}
+    reuse = Reuse()
+    todo = []
+    for p in points:
+        status = store.status(p, keys[p.id])
+        setattr(reuse, status, getattr(reuse, status) + 1)
+        if status != "reused":
+            todo.append(p)
+    if on_plan:
+        on_plan(reuse)
     workers = workers or usable_cpus()
     stream = _dask(todo, spec.fidelity, scheduler) if scheduler else _local(
         todo, spec.fidelity, min(workers, max(len(todo), 1)))
     for point, result, error in stream:
-        row = _row(point, result, error)
+        row = _row(point, keys[point.id], result, error)
         store.add(row)
         if on_point:
             on_point(row)

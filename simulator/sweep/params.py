@@ -12,10 +12,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from simulator.config.controller import GPU_CONTROLLER
 from simulator.config.hardware import GDDR_TYPES, Hardware, devices_for_bus, parse_hardware
 from simulator.config.loader import schema, validate
 from simulator.errors import InputError
-from simulator.gpu import memory_path
 
 # short name -> path in the hardware file
 ALIASES = {
@@ -74,7 +74,7 @@ def apply(raw: dict, settings: dict[str, Any], where: str, compared: bool = Fals
         if path[:2] == ["memory", "controller"] and "controller" not in edited["memory"]:
             # a card that states no controller runs on the GPU memory path: the setting
             # changes that one (a block of its own would start from the generic controller)
-            edited["memory"]["controller"] = memory_path.GPU_CONTROLLER.settings()
+            edited["memory"]["controller"] = GPU_CONTROLLER.settings()
         node = edited
         for key in path[:-1]:
             if not isinstance(node.get(key, {}), dict):
