@@ -136,3 +136,50 @@ def test_memory_only_hardware_is_refused_by_run(capsys):
     code = main(["run", "cnn", "--hardware", str(VALIDATION)])
     err = capsys.readouterr().err
     assert code == 2 and "memory system only" in err and "at $.compute" in err
+
+
+@pytest.mark.parametrize("card", ["a40", "t4", str(VALIDATION)])
+def test_the_python_api_runs_the_controller_the_cli_runs(capsys, tmp_path, card):
+    """One controller per card, decided as its file loads: MemorySystem.from_hardware, `dram`
+    and `hardware show` agree (the API had run Ramulator's generic controller on cards that
+    state none, where the CLI ran the GPU memory path)."""
+    from simulator.config.hardware import load_hardware
+    from simulator.dram.system import MemorySystem
+
+    n = 3000
+    addr = (np.arange(n, dtype=np.uint64) * 4096 + np.arange(n, dtype=np.uint64) % 7 * 32)
+    trace = write_trace(tmp_path / "t.trace", addr, (np.arange(n) % 4 == 3).astype(np.int64))
+    hw = load_hardware(card)
+    ms = MemorySystem.from_hardware(hw)
+    api = ms.run_trace(trace).as_dict()
+    code, out, _ = run_dram(capsys, str(trace), "--hardware", card, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert {k: doc[k] for k in api} == api
+    assert main(["hardware", "show", card, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["controller"]
+    assert {k: v for k, v in shown.items() if k != "source"} == ms.controller.settings()
+    if card in ("a40", "t4"):
+        assert ms.controller.frontend == "per_channel" and ms.controller.read_buffer == 256
+        assert "GPU memory path" in shown["source"]
+
+
+@pytest.mark.parametrize("setting, value", [("scheduler", "fifo"), ("refresh", "perbank"),
+                                            ("page_policy", "close"), ("frontend", "ooo"),
+                                            ("read_buffer", 0)])
+def test_an_unknown_policy_through_the_python_api_is_an_error(setting, value):
+    from simulator.config.controller import ControllerConfig
+
+    with pytest.raises(ValueError, match=setting):
+        ControllerConfig(**{setting: value})
+
+
+def test_policy_names_are_the_schemas(repo):
+    """The schema's enums and config.controller's names are one list each."""
+    from simulator.config.controller import POLICIES, SETTINGS
+    from simulator.config.loader import schema
+
+    block = schema("hardware")["$defs"]["controller"]["properties"]
+    assert set(block) == set(SETTINGS)
+    for name, allowed in POLICIES.items():
+        assert tuple(block[name]["enum"]) == allowed
