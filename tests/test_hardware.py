@@ -80,3 +80,31 @@ def test_derived_channel_rate_units():
     assert burst_bytes == 32
     assert burst_bytes / (m.timing.nBL / m.ck_GHz) == pytest.approx(per_channel)
     assert math.isclose(1 / m.ck_GHz, tck_ns(14.0))
+
+
+def test_the_config_layer_imports_no_simulation_package(repo):
+    """config/ is the ground floor: loading and validating files imports only config,
+    errors, units and resources (dram, gpu, workload, replay build on it, never the reverse)."""
+    import ast
+
+    allowed = ("simulator.config", "simulator.errors", "simulator.units", "simulator.resources")
+    for path in (repo / "simulator" / "config").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [f"{node.module}.{a.name}" for a in node.names]
+                     if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                if name.startswith("simulator"):
+                    assert name.startswith(allowed), f"{path.name} imports {name}"
+
+
+def test_lists_of_names_are_the_schemas():
+    """Model types and peak keys are defined once, and the schemas list the same."""
+    from simulator.config.hardware import PEAK_KEYS
+    from simulator.config.loader import schema
+    from simulator.config.models import MODEL_TYPES
+
+    peaks = schema("hardware")["properties"]["compute"]["properties"]["peak_tflops"]
+    assert tuple(peaks["properties"]) == PEAK_KEYS
+    assert tuple(schema("workload")["properties"]["model"]["properties"]["type"]["enum"]) \
+        == MODEL_TYPES

@@ -6,8 +6,7 @@ import pytest
 from conftest import REPO
 from reference_figures import CNN, TRANSFORMER
 
-from simulator.config.workload import load_workload
-from simulator.workload.builder import Execution
+from simulator.config.workload import Execution, load_workload
 from simulator.workload.generate import build_trace
 from simulator.workload.memory import profile
 from simulator.workload.trace import Category, Phase

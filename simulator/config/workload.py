@@ -8,8 +8,21 @@ from typing import Any
 
 from simulator import resources
 from simulator.config.loader import load
+from simulator.config.models import check_model
+from simulator.config.pruning import prune
 from simulator.errors import InputError
-from simulator.workload.builder import Execution
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the framework runs the step (PyTorch on CUDA defaults)."""
+
+    attention: str = "fused"          # fused (memory-efficient / flash kernel) or math (unfused)
+    allow_tf32_matmul: bool = False   # torch.backends.cuda.matmul.allow_tf32 (default False)
+    allow_tf32_conv: bool = True      # torch.backends.cudnn.allow_tf32 (default True)
+    checkpointing: str = "none"       # none | selective (attention cores) | full (every block)
+    autocast: str | None = None       # torch.autocast's low-precision type (fp16, bf16) or None
+    weight_quantization: str | None = None  # int8: frozen int8 matmul weights, dequantized
 
 
 @dataclass(frozen=True)
@@ -78,9 +91,6 @@ def _optimizer(raw: dict, file: str) -> OptimizerSpec:
 
 
 def parse_workload(raw: dict, file: str) -> WorkloadSpec:
-    from simulator.workload.models import check_model  # the generators own their rules
-    from simulator.workload.pruning import prune
-
     if "benchmark" in raw:
         return _benchmark(raw, file)
     data, training = raw["data"], raw["training"]

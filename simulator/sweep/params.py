@@ -12,8 +12,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from simulator.config.controller import GPU_CONTROLLER
-from simulator.config.hardware import GDDR_TYPES, Hardware, devices_for_bus, parse_hardware
+from simulator.config.controller import GPU_CONTROLLER, SETTINGS
+from simulator.config.hardware import (
+    GDDR_TYPES,
+    PEAK_KEYS,
+    Hardware,
+    devices_for_bus,
+    parse_hardware,
+)
 from simulator.config.loader import schema, validate
 from simulator.errors import InputError
 
@@ -31,13 +37,6 @@ ALIASES = {
     "price_usd": "price_usd",
     "tdp_w": "tdp_w",
 }
-_PEAKS = ("fp64", "fp32", "fp16_vector", "tf32_tensor", "fp16_tensor", "bf16_tensor",
-          "fp8_tensor", "int8_tensor")
-_CONTROLLER = ("read_buffer", "write_buffer", "active_buffer", "write_high_watermark",
-               "write_low_watermark", "scheduler", "page_policy", "refresh", "refresh_postpone",
-               "frontend")
-
-
 def _timing_names() -> tuple[str, ...]:
     t = schema("hardware")["$defs"]["gddr6_timing"]["properties"]["cycles_ck"]
     return tuple(t["properties"])
@@ -47,15 +46,15 @@ def resolve(name: str) -> str:
     """The dotted path a parameter name stands for."""
     if name in ALIASES:
         return ALIASES[name]
-    if name in _PEAKS:
+    if name in PEAK_KEYS:
         return f"compute.peak_tflops.{name}"
     if name in _timing_names():
         return f"memory.timing.cycles_ck.{name}"
-    if name in _CONTROLLER:
+    if name in SETTINGS:
         return f"memory.controller.{name}"
     if "." in name:
         return name
-    known = sorted(ALIASES) + list(_PEAKS) + list(_timing_names()) + list(_CONTROLLER)
+    known = sorted(ALIASES) + list(PEAK_KEYS) + list(_timing_names()) + list(SETTINGS)
     raise InputError(f"unknown hardware parameter '{name}'; expected a dotted path into the "
                      f"hardware file or one of: {', '.join(known)}")
 

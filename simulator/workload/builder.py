@@ -9,8 +9,8 @@ autograd's input buffers do, and the first gradient of a parameter becomes its `
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
+from simulator.config.workload import Execution
 from simulator.workload.trace import (
     DTYPE_BYTES,
     FLOAT_DTYPES,
@@ -25,18 +25,6 @@ from simulator.workload.trace import (
 )
 
 AccessLike = Tensor | Access
-
-
-@dataclass(frozen=True)
-class Execution:
-    """How the framework runs the step (PyTorch on CUDA defaults)."""
-
-    attention: str = "fused"          # fused (memory-efficient / flash kernel) or math (unfused)
-    allow_tf32_matmul: bool = False   # torch.backends.cuda.matmul.allow_tf32 (default False)
-    allow_tf32_conv: bool = True      # torch.backends.cudnn.allow_tf32 (default True)
-    checkpointing: str = "none"       # none | selective (attention cores) | full (every block)
-    autocast: str | None = None       # torch.autocast's low-precision type (fp16, bf16) or None
-    weight_quantization: str | None = None  # int8: frozen int8 matmul weights, dequantized
 
 
 def _access(a: AccessLike) -> Access:

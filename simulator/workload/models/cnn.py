@@ -2,56 +2,15 @@
 
 from __future__ import annotations
 
-import math
-
-from simulator.errors import InputError
+from simulator.config.models import cnn_shapes
 from simulator.workload import layers as L
 from simulator.workload.builder import TraceBuilder
 from simulator.workload.trace import Category, Tensor
 
 
-def _shapes(raw: dict, file: str | None = None) -> list[tuple[int, ...]]:
-    """Each layer's output shape (without batch); raise where a layer cannot apply."""
-    shape: tuple[int, ...] = tuple(raw["input_shape"])
-    out = []
-    for i, layer in enumerate(raw["layers"]):
-        kind = layer["type"]
-        where = f"$.model.layers[{i}]"
-        if kind in ("conv2d", "maxpool2d"):
-            if len(shape) != 3:
-                raise InputError(f"{kind} needs a (channels, height, width) input, got {shape}",
-                                 file=file, path=where)
-            k = layer["kernel_size"]
-            stride = layer.get("stride", 1 if kind == "conv2d" else k)
-            pad = layer.get("padding", 0)
-            c, h, w = shape
-            ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
-            if ho <= 0 or wo <= 0:
-                raise InputError(f"expected kernel_size <= input size ({h}x{w}"
-                                 f"{f' + padding {pad}' if pad else ''}), got {k}",
-                                 file=file, path=f"{where}.kernel_size")
-            shape = (layer["out_channels"] if kind == "conv2d" else c, ho, wo)
-        elif kind == "flatten":
-            shape = (math.prod(shape),)
-        elif kind == "linear":
-            if len(shape) != 1:
-                raise InputError(f"linear needs a flat input; add a flatten layer before it "
-                                 f"(input is {shape})", file=file, path=where)
-            shape = (layer["out_features"],)
-        out.append(shape)
-    if len(shape) != 1:
-        raise InputError(f"expected the last layer to give class scores (a flat vector), got "
-                         f"shape {shape}", file=file, path="$.model.layers")
-    return out
-
-
-def check(raw: dict, data: dict, file: str) -> None:
-    _shapes(raw, file)
-
-
 def build(b: TraceBuilder, raw: dict, batch: int) -> tuple[Tensor, Tensor]:
     """Emit the forward pass; return (logits, target)."""
-    shapes = _shapes(raw)
+    shapes = cnn_shapes(raw)
     in_shape: tuple[int, ...] = tuple(raw["input_shape"])
     params: list[tuple[Tensor, Tensor | None] | None] = []
     counts: dict[str, int] = {}

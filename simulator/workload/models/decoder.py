@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.errors import InputError
 from simulator.workload import layers as L
 from simulator.workload.builder import TraceBuilder
 from simulator.workload.trace import Category, Tensor
@@ -45,22 +44,6 @@ class DecoderOnlyTransformer:
     @property
     def hd(self) -> int:
         return self.head_dim or self.d_model // self.n_head
-
-
-def check(raw: dict, data: dict, file: str) -> None:
-    if "head_dim" not in raw and raw["d_model"] % raw["n_head"]:
-        raise InputError(f"expected n_head to divide d_model ({raw['d_model']}), "
-                         f"got {raw['n_head']}", file=file, path="$.model.n_head")
-    kv = raw.get("n_kv_head", raw["n_head"])
-    if raw["n_head"] % kv:
-        raise InputError(f"expected n_kv_head to divide n_head ({raw['n_head']}), got {kv}",
-                         file=file, path="$.model.n_kv_head")
-    if "seq_len" not in data:
-        raise InputError("'seq_len' is required for a decoder-only transformer",
-                         file=file, path="$.data")
-    if raw.get("positions", "learned") == "learned" and data["seq_len"] > raw.get("context", 1024):
-        raise InputError(f"expected seq_len <= context ({raw.get('context', 1024)}) with learned "
-                         f"positions, got {data['seq_len']}", file=file, path="$.data.seq_len")
 
 
 def _norm(b, m, x, w, name) -> Tensor:

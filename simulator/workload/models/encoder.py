@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.errors import InputError
 from simulator.workload import layers as L
 from simulator.workload.builder import TraceBuilder
 from simulator.workload.trace import Category, Tensor
@@ -27,18 +26,6 @@ class EncoderOnlyTransformer:
     @classmethod
     def from_dict(cls, raw: dict) -> EncoderOnlyTransformer:
         return cls(**{k: v for k, v in raw.items() if k != "type"})
-
-
-def check(raw: dict, data: dict, file: str) -> None:
-    if "head_dim" not in raw and raw["d_model"] % raw["n_head"]:
-        raise InputError(f"expected n_head to divide d_model ({raw['d_model']}), "
-                         f"got {raw['n_head']}", file=file, path="$.model.n_head")
-    if "seq_len" not in data:
-        raise InputError("'seq_len' is required for an encoder-only transformer",
-                         file=file, path="$.data")
-    if data["seq_len"] > raw.get("max_positions", 512):
-        raise InputError(f"expected seq_len <= max_positions ({raw.get('max_positions', 512)}), "
-                         f"got {data['seq_len']}", file=file, path="$.data.seq_len")
 
 
 def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,

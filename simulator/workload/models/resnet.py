@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.errors import InputError
 from simulator.workload import layers as L
 from simulator.workload.builder import TraceBuilder
 from simulator.workload.trace import Category, Tensor
@@ -26,13 +25,6 @@ class ResNet:
         if "layers" in args:
             args["layers"] = tuple(args["layers"])
         return cls(**args)
-
-
-def check(raw: dict, data: dict, file: str) -> None:
-    size = raw.get("image_size", 224)
-    if size < 32:
-        raise InputError(f"expected image_size >= 32 (five stride-2 stages), got {size}",
-                         file=file, path="$.model.image_size")
 
 
 class _Builder:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.errors import InputError
 from simulator.workload import layers as L
 from simulator.workload.builder import TraceBuilder
 from simulator.workload.trace import Category, Tensor
@@ -27,16 +26,6 @@ class EncoderDecoderTransformer:
     @classmethod
     def from_dict(cls, raw: dict) -> EncoderDecoderTransformer:
         return cls(**{k: v for k, v in raw.items() if k != "type"})
-
-
-def check(raw: dict, data: dict, file: str) -> None:
-    if raw["d_model"] % raw["nhead"]:
-        raise InputError(f"expected nhead to divide d_model ({raw['d_model']}), got {raw['nhead']}",
-                         file=file, path="$.model.nhead")
-    for key in ("src_seq_len", "tgt_seq_len"):
-        if key not in data:
-            raise InputError(f"'{key}' is required for an encoder-decoder transformer",
-                             file=file, path="$.data")
 
 
 class _Params:
