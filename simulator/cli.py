@@ -44,6 +44,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from simulator.report.outputs import file_label
     from simulator.sweep import report as sweep_report
     from simulator.sweep.execute import run_sweep
     from simulator.sweep.spec import build, load_sweep, parse_vary
@@ -51,7 +52,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     cards = (args.hardware or "t4").split(",")
     if args.vary or len(cards) > 1:
         workloads = args.target.split(",")
-        name = "-".join(Path(x).stem for x in workloads + cards)
+        name = "-".join(file_label(x) for x in workloads + cards)
         spec = build(name, cards if len(cards) > 1 else cards[0], workloads,
                      parse_vary(args.vary or []), args.fidelity, "command line")
     else:

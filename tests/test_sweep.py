@@ -456,3 +456,23 @@ def test_a_point_key_covers_the_card_and_the_simulator(tmp_path, monkeypatch):
     assert execute.point_key(point, "sampled", digests) != key
     monkeypatch.setattr(version, "model_digest", lambda: "other code")
     assert execute.point_key(point, "analytic", digests) != key
+
+
+def test_a_workload_given_as_a_path_names_every_output_file(tmp_path, capsys, monkeypatch):
+    """`sweep workloads/transformer.json ... --vary A --vary B`: the README's own form once
+    computed every point, then failed writing 'NAME.heatmap.workloads/transformer.json.png'."""
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "out"
+    assert main(["sweep", "workloads/cnn.json", "--hardware", "t4", *GRID, "--fidelity",
+                 "analytic", "--workers", "1", "--out", str(out)]) == 0
+    assert (out / "cnn-t4.heatmap.cnn.png").is_file()
+    assert all(p.parent == out for p in out.rglob("*"))
+
+
+def test_a_sweep_name_is_a_file_name_not_a_path(tmp_path, write_json, capsys):
+    """A sweep file whose name is '../../x' would write outside its output folder."""
+    sweep = write_json({"format_version": 1, "name": "../../x", "hardware": "t4",
+                        "workloads": ["cnn"], "vary": {"l2_bytes": [1048576, 2097152]}})
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "out")]) == 2
+    assert "$.name: expected a string matching" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

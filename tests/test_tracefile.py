@@ -1,6 +1,7 @@
 """The trace file: a written trace reads back to the same step."""
 
 import json
+import os
 
 import pytest
 
@@ -141,3 +142,27 @@ def test_unreadable_trace_files_are_input_errors(tmp_path, capsys):
                         (binary, "binary.jsonl:1: expected UTF-8 text")):
         assert main(["memory", str(path)]) == 2
         assert words in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_trace_to_a_device_or_fifo_is_written_through_not_replaced(tmp_path, capsys):
+    """`trace -o /dev/null` as root once replaced the device with a regular file (the output
+    was staged and renamed over it); a FIFO is written through too, a folder refused."""
+    import stat
+    import threading
+
+    assert main(["trace", "cnn", "-o", os.devnull]) == 0
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    assert main(["trace", "cnn", "-o", str(fifo)]) == 0
+    reader.join(30)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert got and got[0].count("\n") > 10
+    capsys.readouterr()
+    assert main(["trace", "cnn", "-o", str(tmp_path)]) == 2
+    assert "expected a trace file to write, got a directory" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # nothing staged left

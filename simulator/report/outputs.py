@@ -9,12 +9,32 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
 from simulator.errors import check_folder, staged_beside
 from simulator.pipeline import RunResult
+
+
+def file_label(given: str) -> str:
+    """A workload or card as given (a shipped name or a path, `workloads/cnn.json`) as a part
+    of an output file's name: its stem, with anything but letters, digits, '.', '_' and '-'
+    made '_'."""
+    stem = Path(given).stem if given.endswith((".json", ".jsonl")) else Path(given).name
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", stem).lstrip("._-") or "workload"
+
+
+def file_labels(given: list[str]) -> dict[str, str]:
+    """A distinct file label for each (two paths with one stem get -2, -3 ...)."""
+    out: dict[str, str] = {}
+    for g in given:
+        label, n = file_label(g), 1
+        while (label if n == 1 else f"{label}-{n}") in out.values():
+            n += 1
+        out[g] = label if n == 1 else f"{label}-{n}"
+    return out
 
 
 def publish(out_dir: Path, files: dict[str, bytes]) -> list[Path]:

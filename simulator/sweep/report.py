@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from simulator.report.outputs import figure_bytes, publish
+from simulator.report.outputs import figure_bytes, file_labels, publish
 from simulator.report.text import fit_verdict
 from simulator.sweep.spec import CARD_AXIS
 
@@ -184,8 +184,8 @@ def figures(rows: list[dict], axes: dict[str, list], workloads: list[str]) -> di
         figs["cost"] = _line_plot(rows, axes, workloads, "steps_per_hour_per_kusd",
                                   "steps per hour per $1000", log_spread=True)
     if len(axes) >= 2:
-        for w in workloads:
-            figs[f"heatmap.{w}"] = _heatmap(rows, axes, w)
+        for w, label in file_labels(workloads).items():
+            figs[f"heatmap.{label}"] = _heatmap(rows, axes, w)
     return figs
 
 

@@ -30,6 +30,7 @@ from simulator.config.workload import load_workload
 from simulator.errors import InputError
 from simulator.estimate import check_fidelity
 from simulator.gpu.compute import check_compute
+from simulator.report.outputs import file_label
 from simulator.sweep import params
 
 
@@ -189,7 +190,7 @@ def load_sweep(path: Path, fidelity: str | None = None) -> SweepSpec:
     raw = load(path, "sweep")
     where = f"{path} with --fidelity {fidelity}" if fidelity else str(path)
     try:
-        return build(raw.get("name", path.stem), raw["hardware"], raw["workloads"],
+        return build(raw.get("name", file_label(path.name)), raw["hardware"], raw["workloads"],
                      raw.get("vary", {}), fidelity or raw.get("fidelity"), where)
     except InputError as exc:
         raise exc.in_file(where) from None

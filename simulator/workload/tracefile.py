@@ -59,15 +59,21 @@ def records(trace: Trace, source: dict | None = None,
 
 def write(trace: Trace, path: Path, source: dict | None = None,
           captured: dict | None = None) -> None:
-    """Write atomically: a temporary file beside the target, renamed when complete."""
+    """Write atomically: a temporary file beside the target, renamed when complete. A target
+    that exists and is not a regular file (a device such as /dev/null, a FIFO, a terminal) is
+    written through, never replaced."""
+    if path.is_dir():
+        raise InputError("expected a trace file to write, got a directory", file=str(path))
+    if path.exists() and not path.is_file():
+        with path.open("w", encoding="utf-8") as f:
+            _write_records(f, trace, source, captured)
+        return
     with staged_beside(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for rec in records(trace, source, captured):
-                f.write(json.dumps(rec, separators=(",", ":")))
-                f.write("\n")
+            _write_records(f, trace, source, captured)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a trace file is not
@@ -75,6 +81,12 @@ def write(trace: Trace, path: Path, source: dict | None = None,
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _write_records(f, trace: Trace, source: dict | None, captured: dict | None) -> None:
+    for rec in records(trace, source, captured):
+        f.write(json.dumps(rec, separators=(",", ":")))
+        f.write("\n")
 
 
 def _need(ok: bool, path: Path, line: int, where: str, expected: str) -> None:
