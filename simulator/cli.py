@@ -15,6 +15,7 @@ from simulator.units import GiB, fmt_bytes, fmt_flops
 
 EXIT_BAD_INPUT = 2
 EXIT_IO = 1  # the input was fine; writing the output failed
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells report it
 
 
 def _print_json(doc) -> None:
@@ -62,6 +63,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         spec = load_sweep(Path(args.target), args.fidelity)
     out = Path(args.out or f"sweep-{spec.name}")
     check_folder(out, f"--out {out}")
+    args.interrupted_note = (f": the points finished so far are kept in {out}/points.jsonl; "
+                             "the same command goes on from there")
     points = len(spec.points())
     print(f"sweep {spec.name}: {points} points ({len(spec.workloads)} workloads x "
           f"{points // len(spec.workloads)} hardware settings), {spec.fidelity} fidelity, "
@@ -377,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--workers: expected a number >= 1, got {args.workers}")
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        print(f"interrupted{getattr(args, 'interrupted_note', '')}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

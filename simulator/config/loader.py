@@ -78,12 +78,19 @@ def _expected(err: ValidationError) -> str:
     return err.message
 
 
+# The largest magnitude a file may give a number: 2**53, the last integer a float holds
+# exactly. Beyond it sizes and counts lose units, and products of them overflow.
+LARGEST = 2 ** 53
+
+
 def non_finite(data: Any, path: tuple = ()) -> tuple | None:
-    """Where `data` holds NaN or an infinity, which Python's json reads (NaN, Infinity, 1e999)
-    but JSON has no such number, and which every schema bound lets through (NaN > 0 is
-    false, so is NaN <= 0)."""
-    if isinstance(data, float):
-        return None if math.isfinite(data) else path
+    """Where `data` holds NaN, an infinity or a number beyond LARGEST: Python's json reads
+    NaN, Infinity and 1e999, JSON has no such number, and every schema bound lets NaN through
+    (NaN > 0 is false, so is NaN <= 0); 1e308 passes as an 'integer' and overflows later."""
+    if isinstance(data, bool):
+        return None
+    if isinstance(data, int | float):
+        return None if math.isfinite(data) and abs(data) <= LARGEST else path
     items = data.items() if isinstance(data, dict) else enumerate(data) \
         if isinstance(data, list) else ()
     for key, value in items:
@@ -91,6 +98,12 @@ def non_finite(data: Any, path: tuple = ()) -> tuple | None:
         if found is not None:
             return found
     return None
+
+
+def _shown(data: Any, path: tuple) -> str:
+    for key in path:
+        data = data[key]
+    return repr(data) if isinstance(data, int) else f"{data:g}"
 
 
 def _part(schema_name: str, part: str | None) -> dict[str, Any]:
@@ -128,7 +141,8 @@ def validate(data: Any, schema_name: str, file: str, part: str | None = None) ->
     """`part`: check against that entry of the schema's $defs (one record kind of a trace)."""
     where = non_finite(data)
     if where is not None:
-        raise InputError("expected a finite number, got a NaN or infinity", file=file,
+        raise InputError(f"expected a finite number of magnitude at most 2**53 "
+                         f"({LARGEST:.3g}), got {_shown(data, where)}", file=file,
                          path=json_path(where))
     err = best_match(_validator(schema_name, part).iter_errors(data))
     if err is not None:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import queue
+import signal
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing.managers import SyncManager
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +193,36 @@ def _run_group(points: list[Point], fidelity: str, results) -> None:
         results.put((p.id, *_guarded(p, fidelity)))
 
 
+def _ignore_interrupts() -> None:
+    """The Manager's process leaves Ctrl-C to the sweep's own process, which shuts it down."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _quit_quietly(_signum, _frame) -> None:
+    """A worker on Ctrl-C: ends at once, without a traceback of its own (the sweep's process
+    says where the finished points are; a worker has none that are not stored)."""
+    os._exit(128 + signal.SIGINT)
+
+
+def _worker_start(threads: int) -> None:
+    signal.signal(signal.SIGINT, _quit_quietly)
+    set_engine_threads(threads)
+
+
+def _manager() -> SyncManager:
+    manager = SyncManager()
+    manager.start(_ignore_interrupts)
+    return manager
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now: Ctrl-C sent to the sweep's
+    process alone would otherwise wait for every running group to finish."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        proc.terminate()
+
+
 def _local(todo: list[Point], fidelity: str, workers: int
            ) -> Iterator[tuple[Point, dict | None, str | None]]:
     groups = _memory_groups(todo)
@@ -201,22 +232,32 @@ def _local(todo: list[Point], fidelity: str, workers: int
                 yield p, *_guarded(p, fidelity)
         return
     by_id = {p.id: p for p in todo}
-    with multiprocessing.Manager() as manager, \
-            ProcessPoolExecutor(max_workers=workers, initializer=set_engine_threads,
+    with _manager() as manager, \
+            ProcessPoolExecutor(max_workers=workers, initializer=_worker_start,
                                 initargs=(max(1, engine_threads() // workers),)) as pool:
         results = manager.Queue()
         futures = {pool.submit(_run_group, g, fidelity, results): g for g in groups}
-        while by_id:
-            try:
-                pid, result, error = results.get(timeout=0.5)
-            except queue.Empty:
-                for fut, group in futures.items():  # a worker that died takes its group
-                    exc = fut.exception() if fut.done() else None
-                    for p in group if exc else ():
-                        if by_id.pop(p.id, None):
-                            yield p, None, _message(exc)
-                continue
-            yield by_id.pop(pid), result, error
+        try:
+            yield from _collect(results, futures, by_id)
+        except BaseException:
+            _stop(pool)
+            raise
+
+
+def _collect(results, futures: dict, by_id: dict[str, Point]
+             ) -> Iterator[tuple[Point, dict | None, str | None]]:
+    """Each point's result as its worker reports it; a dead worker's points as failed."""
+    while by_id:
+        try:
+            pid, result, error = results.get(timeout=0.5)
+        except queue.Empty:
+            for fut, group in futures.items():  # a worker that died takes its group
+                exc = fut.exception() if fut.done() else None
+                for p in group if exc else ():
+                    if by_id.pop(p.id, None):
+                        yield p, None, _message(exc)
+            continue
+        yield by_id.pop(pid), result, error
 
 
 def _dask(todo: list[Point], fidelity: str, scheduler: str
