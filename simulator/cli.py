@@ -24,11 +24,17 @@ def _print_json(doc) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from simulator.pipeline import analyze
+    from simulator.pipeline import analyze, default_fidelity
     from simulator.report.json_report import run_doc
     from simulator.report.text import run_report
 
-    result = analyze(args.workload, load_hardware(args.hardware), fidelity=args.fidelity,
+    hw = load_hardware(args.hardware)
+    fidelity = args.fidelity or default_fidelity(hw)
+    if args.own_windows and fidelity != "sampled":
+        raise InputError(f"--own-windows sets how the sampled replay measures ops; with "
+                         f"--fidelity {fidelity} it would change nothing: expected --fidelity "
+                         "sampled, or no --own-windows")
+    result = analyze(args.workload, hw, fidelity=fidelity,
                      progress=sys.stderr.isatty(), share_shapes=not args.own_windows)
     if args.out:
         from simulator.report.outputs import write_outputs
@@ -58,8 +64,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                      parse_vary(args.vary or []), args.fidelity, "command line")
     else:
         if args.hardware:
-            raise InputError("--hardware goes with --vary or names several cards; a sweep "
-                             "file names its hardware")
+            _one_card_nothing_varied(args.target)
         spec = load_sweep(Path(args.target), args.fidelity)
     out = Path(args.out or f"sweep-{spec.name}")
     check_folder(out, f"--out {out}")
@@ -95,6 +100,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _one_card_nothing_varied(target: str) -> None:
+    """`sweep TARGET --hardware CARD` without --vary: say what is wrong with it (a sweep file
+    names its own hardware; a workload, unknown or not, is named as such)."""
+    from simulator.config.loader import read_json
+
+    path = Path(target)
+    if path.is_file() and target.endswith(".json"):
+        doc = read_json(path)
+        if isinstance(doc, dict) and "workloads" in doc:
+            raise InputError("--hardware goes with --vary or names several cards; a sweep "
+                             "file names its hardware", file=target)
+    load_workload(target)  # an unknown or broken workload says so
+    raise InputError(f"nothing to vary for {target} on one card: expected --vary NAME=V1,V2,... "
+                     "or several cards to compare (--hardware t4,l4)")
 
 
 def _planned(reuse, out: Path, bar) -> None:
@@ -264,11 +285,23 @@ def cmd_capture(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Version(argparse.Action):
+    """--version, worked out only when asked (it digests the package's code)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from simulator.version import describe
+
+        print(describe())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m simulator",
         description="GDDR6 roofline simulator for deep-learning training: will the step fit, "
                     "where does its time go, and what would faster memory buy.")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print the release and the digest of the model code, then exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="simulate one training step of a workload on a GPU")
@@ -337,8 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="replay a raw address trace through the GDDR6 channel engine")
     dram.add_argument("trace", help="trace file, DRAMsim3 format: '0x<hex address> READ|WRITE "
                                     "<cycle>' per line, cycles in CK")
-    dram.add_argument("--hardware", required=True,
-                      help="hardware name or JSON file (GDDR6), e.g. "
+    dram.add_argument("--hardware", default="t4",
+                      help="hardware name or JSON file (GDDR6; default: t4), e.g. "
                            "hardware/validation/ramulator2-gddr6-8ch.json")
     dram.add_argument("--json", action="store_true", help="print one JSON document")
     dram.set_defaults(func=cmd_dram)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -372,3 +373,32 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, args):
     assert err.splitlines()[-1].startswith("interrupted")
     if args[0] == "sweep":
         assert "kept in" in err.splitlines()[-1]
+
+
+def test_small_frictions_of_a_first_session(tmp_path, capsys, write_json, repo):
+    """What a new user met in one sitting: a copied card must be renamed twice before it
+    loads (now one message says both rules), a typo in a sweep's workload blamed --hardware,
+    `dram` alone required --hardware, no --version, --own-windows silently ignored."""
+    doc = json.loads((repo / "hardware" / "t4.json").read_text())
+    copied = write_json(doc, "My Card.json")
+    assert main(["hardware", "show", str(copied)]) == 2
+    err = capsys.readouterr().err
+    assert "rename the file to 'my-card.json' and set the name to 'my-card'" in err
+    assert main(["hardware", "show", str(write_json({**doc, "name": "my-card"},
+                                                    "my-card.json"))]) == 0
+    capsys.readouterr()
+    assert main(["sweep", "cnnx", "--hardware", "t4"]) == 2
+    assert "unknown workload 'cnnx'" in capsys.readouterr().err
+    assert main(["sweep", "cnn", "--hardware", "t4"]) == 2
+    assert "nothing to vary for cnn on one card" in capsys.readouterr().err
+    trace = tmp_path / "t.trace"
+    trace.write_text("0x0 READ 0\n0x40 WRITE 2\n")
+    assert main(["dram", str(trace), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["hardware"] == "t4"
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert re.fullmatch(r"gddr6-roofline-sim \S+ \(model [0-9a-f]{12}\)\n",
+                        capsys.readouterr().out)
+    assert main(["run", "cnn", "--fidelity", "analytic", "--own-windows"]) == 2
+    assert "--own-windows sets how the sampled replay" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from simulator import resources, units
 from simulator.config import controller as controllers
 from simulator.config.address_mapping import AddressMapping
 from simulator.config.controller import ControllerConfig
-from simulator.config.loader import load
+from simulator.config.loader import load, schema
 from simulator.config.organization import (
     BURST_CK,
     BURST_LENGTH,
@@ -171,8 +172,7 @@ def parse_hardware(raw: dict, file: str) -> Hardware:
     """Build a Hardware from already schema-checked data."""
     stem = Path(file).stem
     if stem != raw["name"] and Path(file).suffix == ".json":
-        raise InputError(f"expected the name to equal the file name '{stem}', got '{raw['name']}'",
-                         file=file, path="$.name")
+        raise InputError(_name_expected(stem, raw["name"]), file=file, path="$.name")
     compute = raw.get("compute", {"peak_tflops": {}})
     peaks = {k: compute["peak_tflops"].get(k) for k in PEAK_KEYS}
     memory = _memory(raw, file)
@@ -191,6 +191,17 @@ def parse_hardware(raw: dict, file: str) -> Hardware:
         content_digest=hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest())
     _check_refresh(hw, raw, file)
     return hw
+
+
+def _name_expected(stem: str, name: str) -> str:
+    """Both rules at once: the name equals the file name, and is lower case with dashes."""
+    pattern = schema("hardware")["properties"]["name"]["pattern"]
+    if re.fullmatch(pattern, stem):
+        return f"expected the name to equal the file name '{stem}', got '{name}'"
+    slug = re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-") or "my-card"
+    return (f"expected the name to equal the file name, lower case with dashes ({pattern}); "
+            f"the file name '{stem}' is not: rename the file to '{slug}.json' and set the "
+            f"name to '{slug}', got '{name}'")
 
 
 def _check_refresh(hw: Hardware, raw: dict, file: str) -> None:
