@@ -168,3 +168,29 @@ def test_a_remedy_says_where_the_library_has_no_such_kernel(optimizer, custom):
     note = f"(a custom kernel: bitsandbytes has no 8-bit {optimizer})"
     assert (note in fixes["8-bit optimizer state"].change) is (optimizer == "adamax")
     assert (note in fixes["combined"].change) is (optimizer == "adamax")
+
+
+def test_zero_shards_the_optimizer_steps_temporaries_with_its_state():
+    """Each ZeRO rank steps the optimizer on its own partition, so the step's parameter-sized
+    temporaries are 1/N of the whole (DeepSpeed's stage 1 already): LLaMA-7B with Adam on the
+    48 GB L40S needs 2 GPUs for ZeRO-1, not 4 (with them unsharded it asked for 4)."""
+    from simulator.config.workload import load_workload
+    from simulator.workload.generate import build_trace
+    from simulator.workload.memory import profile
+    from simulator.workload.trace import Category, Phase
+
+    trace = build_trace(load_workload("cnn"))
+    prof = profile(trace)
+    in_opt = [op.index for op in trace.ops if op.phase == Phase.OPTIMIZER]
+    assert prof.optimizer_scratch[in_opt].max() > 0
+    assert prof.optimizer_scratch.sum() == prof.optimizer_scratch[in_opt].sum()
+    temporaries = prof.during[:, list(Category).index(Category.TEMPORARY)]
+    assert (prof.optimizer_scratch <= temporaries).all()
+    state = {Category.OPTIMIZER_STATE: 0.5}
+    assert prof.peak_scaled(state, 0.5) <= prof.peak_scaled(state) <= prof.peak_bytes
+
+
+def test_zero_1_for_llama_7b_on_the_l40s_takes_two_gpus(capsys):
+    code, out, _ = run_memory(capsys, "llama-7b", "--hardware", "l40s", "--json")
+    zero1 = next(r for r in json.loads(out)["remedies"] if r["name"].startswith("ZeRO-1"))
+    assert zero1["change"] == "2 GPUs" and zero1["fits"]

@@ -27,15 +27,27 @@ class MemoryProfile:
     live_after: np.ndarray          # (ops, categories): bytes live after each op completes
     during: np.ndarray              # (ops, categories): bytes live while each op runs
     start_bytes: int                # live before the first op (parameters, state, batch)
+    # (ops,): bytes live while each op runs of the temporaries the optimizer step allocates
+    # (its parameter-sized scratch): sharded with the optimizer state, as ZeRO's ranks each
+    # step the optimizer on their own partition
+    optimizer_scratch: np.ndarray | None = None
 
     def peak_in(self, phase: Phase, trace: Trace) -> int:
         idx = [op.index for op in trace.ops if op.phase == phase]
         return int(self.during[idx].sum(axis=1).max()) if idx else 0
 
-    def peak_scaled(self, factors: dict[Category, float]) -> int:
-        """The peak if every category's bytes were scaled (sharding state over GPUs, say)."""
+    def peak_scaled(self, factors: dict[Category, float], optimizer_scratch: float = 1.0
+                    ) -> int:
+        """The peak if every category's bytes were scaled (sharding state over GPUs, say),
+        and the optimizer step's own temporaries by `optimizer_scratch`."""
+        if not len(self.during):
+            return 0
         scale = np.array([factors.get(c, 1.0) for c in CATEGORIES])
-        return int((self.during * scale).sum(axis=1).max()) if len(self.during) else 0
+        live = (self.during * scale).sum(axis=1)
+        if self.optimizer_scratch is not None:
+            live -= (1 - optimizer_scratch) * factors.get(Category.TEMPORARY, 1.0) \
+                * self.optimizer_scratch
+        return int(live.max())
 
 
 def lifetimes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -83,6 +95,14 @@ def profile(trace: Trace) -> MemoryProfile:
                                         np.cumsum(free, axis=0)[:-1]])
     live_after = cum_alloc[1:] - np.cumsum(free, axis=0)
     totals = during.sum(axis=1)
+    in_optimizer = np.array([op.phase == Phase.OPTIMIZER for op in trace.ops] + [False])
+    scratch = used & (cats == cat_index[Category.TEMPORARY]) & in_optimizer[first]
+    optimizer_scratch = np.zeros(n_ops + 1, np.int64)
+    np.add.at(optimizer_scratch, first[scratch] + 1, nbytes[scratch])
+    scratch_freed = np.zeros(n_ops, np.int64)
+    np.add.at(scratch_freed, last[scratch & freed], nbytes[scratch & freed])
+    scratch_during = np.cumsum(optimizer_scratch)[1:] - np.concatenate(
+        [[0], np.cumsum(scratch_freed)[:-1]])
     peak_op = int(np.argmax(totals)) if n_ops else 0
     return MemoryProfile(
         peak_bytes=int(totals[peak_op]) if n_ops else int(cum_alloc[0].sum()),
@@ -92,4 +112,5 @@ def profile(trace: Trace) -> MemoryProfile:
         live_after=live_after,
         during=during,
         start_bytes=int(cum_alloc[0].sum()),
+        optimizer_scratch=scratch_during,
     )

@@ -203,7 +203,9 @@ def _combined(spec: WorkloadSpec) -> tuple[WorkloadSpec, list[str]]:
 
 
 def _sharding(base: MemoryProfile, capacity: int) -> list[Remedy]:
-    """Sharding over N data-parallel GPUs (ZeRO stages): the live bytes of one GPU."""
+    """Sharding over N data-parallel GPUs (ZeRO stages): the live bytes of one GPU. Each rank
+    steps the optimizer on its partition alone (DeepSpeed's ZeRO, PyTorch's FSDP), so the
+    step's parameter-sized temporaries shard with the state at every stage."""
     stages = (("ZeRO-1: optimizer state sharded", (Category.OPTIMIZER_STATE,)),
               ("ZeRO-2: optimizer state and gradients sharded",
                (Category.OPTIMIZER_STATE, Category.GRADIENT)),
@@ -212,7 +214,7 @@ def _sharding(base: MemoryProfile, capacity: int) -> list[Remedy]:
     out = []
     for label, cats in stages:
         for n in GPU_COUNTS:
-            p = base.peak_scaled({c: 1 / n for c in cats})
+            p = base.peak_scaled({c: 1 / n for c in cats}, optimizer_scratch=1 / n)
             if p <= capacity or n == GPU_COUNTS[-1]:
                 out.append(Remedy(label, f"{n} GPUs", p, p <= capacity))
                 break
