@@ -240,11 +240,11 @@ def cmd_memory(args: argparse.Namespace) -> int:
     spec, trace = load_step(args.workload)
     hw = load_hardware(args.hardware)
     mem = profile(trace)
-    cap = hw.memory.capacity_bytes
-    fixes = remedies(spec, cap, mem) if mem.peak_bytes > cap else []
+    usable = hw.usable_bytes  # every verdict: the capacity less the runtime's reserve
+    fixes = remedies(spec, usable, mem) if mem.peak_bytes > usable else []
     placed = place(trace)
-    largest = (largest_batch(spec, cap, Footprint(mem.peak_bytes, placed.reserved_peak))
-               if mem.peak_bytes <= cap else None)
+    largest = (largest_batch(spec, usable, Footprint(mem.peak_bytes, placed.reserved_peak))
+               if mem.peak_bytes <= usable else None)
     if args.json:
         _print_json(memory_doc(spec, hw, trace, mem, fixes, placed, largest))
     else:

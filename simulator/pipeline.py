@@ -43,16 +43,17 @@ class RunResult:
 
     @property
     def fits(self) -> bool:
-        """The live peak within the capacity (the reserve is `reserve_fits`)."""
-        return self.memory.peak_bytes <= self.hardware.memory.capacity_bytes
+        """The live peak within the capacity less the runtime's reserve (the caching
+        allocator's reserve is `reserve_fits`)."""
+        return self.memory.peak_bytes <= self.hardware.usable_bytes
 
     @property
     def reserve_fits(self) -> bool | None:
         """The caching allocator's reserve within the capacity: what an out-of-memory error
-        checks (None without a placement)."""
+        checks (None without a placement), held to the capacity less the runtime's reserve."""
         if self.placement is None:
             return None
-        return self.placement.reserved_peak <= self.hardware.memory.capacity_bytes
+        return self.placement.reserved_peak <= self.hardware.usable_bytes
 
 
 class Step:

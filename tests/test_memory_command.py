@@ -194,3 +194,24 @@ def test_zero_1_for_llama_7b_on_the_l40s_takes_two_gpus(capsys):
     code, out, _ = run_memory(capsys, "llama-7b", "--hardware", "l40s", "--json")
     zero1 = next(r for r in json.loads(out)["remedies"] if r["name"].startswith("ZeRO-1"))
     assert zero1["change"] == "2 GPUs" and zero1["fits"]
+
+
+def test_every_fit_verdict_leaves_room_for_the_runtime(capsys):
+    """The CUDA context and the libraries' workspaces come off the capacity: ResNet-50 on
+    the 24 GB A10 once got batch 259 with 23.98 of 24.00 GiB reserved, which a real card
+    would refuse."""
+    from simulator.config.hardware import load_hardware
+    from simulator.config.runtime import CONTEXT_BYTES
+
+    a10 = load_hardware("a10")
+    res = a10.runtime_reserve
+    assert res.context_bytes == CONTEXT_BYTES and res.workspace_bytes > 8 << 20
+    assert a10.usable_bytes == a10.memory.capacity_bytes - res.total_bytes
+    assert load_hardware("h100-sxm").runtime_reserve.workspace_bytes > res.workspace_bytes
+    code, out, _ = run_memory(capsys, "resnet50", "--hardware", "a10", "--json")
+    doc = json.loads(out)
+    assert doc["usable_bytes"] == a10.usable_bytes == doc["runtime_reserve"]["usable_bytes"]
+    largest = doc["largest_batch_that_fits"]
+    assert largest["reserved_bytes"] <= a10.usable_bytes
+    assert largest["batch_size"] < 259
+    assert "runtime reserve" in run_memory(capsys, "resnet50", "--hardware", "a10")[1]

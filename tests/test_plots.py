@@ -32,8 +32,8 @@ def test_memory_plot_reaches_the_stated_peak():
     marker = ax.lines[0]
     assert marker.get_ydata()[0] == pytest.approx(peak / MiB)
     assert "peak, at relu1.backward" in _legend(ax)
-    assert "capacity 16.00 GiB,\noff scale" in _legend(ax)  # 16 GiB is not drawn to scale
-    assert "peak 15.21 MiB, 0.1 % of 16.00 GiB" in ax.get_title()
+    assert "usable 15.58 GiB,\noff scale" in _legend(ax)  # 16 GiB is not drawn to scale
+    assert "peak 15.21 MiB, 0.1 % of 15.58 GiB usable" in ax.get_title()
     # the caching allocator's reserve, what an out-of-memory error checks, drawn above it
     reserve = [line for line in ax.lines if line.get_label().startswith("allocator reserve")]
     assert len(reserve) == 1
@@ -55,9 +55,9 @@ def test_memory_plot_draws_a_capacity_it_passes(write_json):
     ax = memory_timeline(r).axes[0]
     assert ax.get_ylabel() == "live (GiB)"
     assert _stack_top(ax) == pytest.approx(r.memory.peak_bytes / GiB)
-    capacity = [line for line in ax.lines if line.get_label() == "capacity 8.00 GiB"]
-    assert len(capacity) == 1 and capacity[0].get_ydata()[0] == pytest.approx(8.0)
-    assert "DOES NOT FIT in 8.00 GiB" in ax.get_title()
+    capacity = [line for line in ax.lines if line.get_label().startswith("usable 7.58 GiB")]
+    assert len(capacity) == 1 and capacity[0].get_ydata()[0] == pytest.approx(7.575, abs=0.01)
+    assert "DOES NOT FIT in 7.58 GiB usable" in ax.get_title()
     assert ax.get_xlabel() == "time in the step (ms)"
 
 

@@ -87,12 +87,13 @@ def test_memory_section_holds_the_reserve_to_the_capacity_too():
     assert peak < reserved and r.fits and r.reserve_fits
     assert not any("what would make it fit" in line for line in memory_lines(r))
     mem = r.hardware.memory
-    between = (peak + reserved) / 2  # a card whose capacity lies between the two
+    # a card whose usable bytes (capacity less the runtime's reserve) lie between the two
+    between = (peak + reserved) / 2 + r.hardware.runtime_reserve.total_bytes
     density = between * mem.device_density_gbit / mem.capacity_bytes
     small = dataclasses.replace(r.hardware, memory=dataclasses.replace(
         mem, device_density_gbit=density))
     tight = dataclasses.replace(r, hardware=small)
-    assert peak < small.memory.capacity_bytes < reserved
+    assert peak < small.usable_bytes < reserved
     assert tight.fits and tight.reserve_fits is False
     lines = memory_lines(tight)
     assert any("reserved, DOES NOT FIT" in line for line in lines)

@@ -20,6 +20,7 @@ from simulator.config.organization import (
     CHANNELS_PER_DEVICE,
     organization,
 )
+from simulator.config.runtime import RuntimeReserve, runtime_reserve
 from simulator.config.timing import GDDR6Timing, check, refresh_problem
 from simulator.errors import InputError
 from simulator.units import BITS_PER_PIN_PER_CK
@@ -99,6 +100,13 @@ class Hardware:
     # SHA-256 of the description as loaded (after any sweep setting): what a stored result
     # of this card was computed from
     content_digest: str = ""
+    # what the driver's context and the libraries' workspaces hold (config.runtime)
+    runtime_reserve: RuntimeReserve = runtime_reserve("NVIDIA", "")
+
+    @property
+    def usable_bytes(self) -> int:
+        """The capacity less the runtime's reserve: what every fit verdict is held to."""
+        return self.memory.capacity_bytes - self.runtime_reserve.total_bytes
 
     @property
     def peak_bandwidth_Bps(self) -> float:
@@ -188,7 +196,8 @@ def parse_hardware(raw: dict, file: str) -> Hardware:
         energy_pj_per_bit=raw["memory"].get("energy_pj_per_bit"),
         l2_bandwidth_GBps=raw.get("cache", {}).get("l2_bandwidth_GBps"),
         kernel_launch_overhead_us=compute.get("kernel_launch_overhead_us"),
-        content_digest=hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest())
+        content_digest=hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest(),
+        runtime_reserve=runtime_reserve(raw["vendor"], raw.get("chip", "")))
     _check_refresh(hw, raw, file)
     return hw
 

@@ -55,7 +55,7 @@ def figures_html(pngs: dict[str, bytes]) -> str:
 
 def report(r: RunResult, pngs: dict[str, bytes]) -> str:
     est, mem, hw, spec = r.estimate, r.memory, r.hardware, r.workload
-    cap = hw.memory.capacity_bytes
+    cap = hw.usable_bytes
     phases, ops, memory = phase_rows(est), op_rows(est, 25), memory_lines(r)
     summary = bottleneck_lines(est)[1:] if est.replay is not None else []
     bottlenecks = ("<h2>Bottlenecks</h2><ul>"
@@ -67,7 +67,7 @@ def report(r: RunResult, pngs: dict[str, bytes]) -> str:
 {html.escape(step_detail(est))}</li>
 <li>timed by: {html.escape(fidelity_line(est))}</li>
 <li>peak memory <b id="peak">{mem.peak_bytes:,} B</b> ({fmt_bytes(mem.peak_bytes)}) of
-{cap:,} B ({fmt_bytes(cap)}): {fits}; {r.trace.parameter_count:,} parameters</li>
+{cap:,} B ({fmt_bytes(cap)}) usable: {fits}; {r.trace.parameter_count:,} parameters</li>
 <li>DRAM {hw.memory.type} {hw.memory.bus_width_bits}-bit at {hw.memory.data_rate_gbps:g} Gb/s
 per pin = {hw.memory.peak_bandwidth_GBps:.1f} GB/s peak</li></ul>
 <h2>Memory</h2><p>{"<br>".join(html.escape(line.strip()) for line in memory[1:])}</p>

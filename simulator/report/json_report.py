@@ -27,7 +27,8 @@ def hardware_doc(hw: Hardware) -> dict[str, Any]:
         "bus_width_bits": m.bus_width_bits, "channels": m.channels,
         "channel_width_bits": m.channel_width_bits, "devices": m.devices,
         "clamshell": m.clamshell, "device_density_gbit": m.device_density_gbit,
-        "capacity_bytes": m.capacity_bytes, "peak_bandwidth_GBps": m.peak_bandwidth_GBps,
+        "capacity_bytes": m.capacity_bytes, "runtime_reserve": reserve_doc(hw),
+        "peak_bandwidth_GBps": m.peak_bandwidth_GBps,
         "ck_MHz": m.ck_GHz * 1e3 if m.ck_GHz else None,
         "wck_MHz": m.wck_GHz * 1e3 if m.wck_GHz else None, "wck_mode": m.wck_mode,
         "l2_bytes": hw.l2_bytes, "last_level_cache_bytes": hw.last_level_cache_bytes,
@@ -82,13 +83,17 @@ def run_doc(r: RunResult) -> dict[str, Any]:
         "memory": {
             "peak_bytes": mem.peak_bytes,
             "capacity_bytes": cap,
+            "runtime_reserve": reserve_doc(r.hardware),
+            "usable_bytes": r.hardware.usable_bytes,
             "fits": r.fits,
-            "headroom_bytes": cap - mem.peak_bytes,
+            "headroom_bytes": r.hardware.usable_bytes - mem.peak_bytes,
             "peak_phase": mem.peak_phase.value,
             "peak_op": peak_op.name,
             "by_category_at_peak": {c.value: v for c, v in mem.at_peak.items()},
             "definition": "live tensor storage bytes at op boundaries; no allocator rounding, "
-                          "caching, CUDA context or workspaces",
+                          "caching, runtime context or library workspaces (the runtime "
+                          "reserve, taken from the capacity: fits and headroom are held to "
+                          "usable_bytes)",
             **({} if r.placement is None else {
                 "reserved_bytes": r.placement.reserved_peak, "reserve_fits": r.reserve_fits}),
         },
@@ -167,3 +172,11 @@ def replay_doc(est: StepEstimate) -> dict[str, Any]:
         # bandwidth are per op, above
         "dram_engine": {k: v for k, v in d.dram.as_dict().items() if k in _ENGINE_COUNTS},
     }
+
+
+def reserve_doc(hw: Hardware) -> dict[str, Any]:
+    """The runtime's reserve and what it leaves, as every JSON document states it."""
+    res = hw.runtime_reserve
+    return {"context_bytes": res.context_bytes, "workspace_bytes": res.workspace_bytes,
+            "total_bytes": res.total_bytes, "source": res.source,
+            "usable_bytes": hw.usable_bytes}

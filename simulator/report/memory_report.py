@@ -7,7 +7,8 @@ from typing import Any
 
 from simulator.config.hardware import Hardware
 from simulator.config.workload import WorkloadSpec
-from simulator.report.text import fit_verdict, table
+from simulator.report.json_report import reserve_doc
+from simulator.report.text import fit_verdict, reserve_line, table
 from simulator.units import fmt_bytes
 from simulator.workload.allocator import Placement
 from simulator.workload.memory import MemoryProfile
@@ -15,18 +16,21 @@ from simulator.workload.remedies import LargestBatch, Remedy
 from simulator.workload.trace import PHASES, Trace
 
 DEFINITION = ("live tensor storage bytes at op boundaries, each storage once; no allocator "
-              "rounding or caching, CUDA context or kernel workspaces")
+              "rounding or caching, runtime context or library workspaces (those are the "
+              "runtime reserve, taken from the capacity)")
 
 
 def memory_doc(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfile,
                fixes: list[Remedy], placed: Placement,
                largest: LargestBatch | None = None) -> dict[str, Any]:
-    cap = hw.memory.capacity_bytes
+    cap = hw.usable_bytes
     return {
         "format": "gddr6-roofline-sim/memory", "format_version": 1,
         "workload": spec.name, "hardware": hw.name,
-        "peak_bytes": mem.peak_bytes, "capacity_bytes": cap, "fits": mem.peak_bytes <= cap,
-        "headroom_bytes": cap - mem.peak_bytes, "peak_phase": mem.peak_phase.value,
+        "peak_bytes": mem.peak_bytes, "capacity_bytes": hw.memory.capacity_bytes,
+        "runtime_reserve": reserve_doc(hw), "usable_bytes": cap,
+        "fits": mem.peak_bytes <= cap, "headroom_bytes": cap - mem.peak_bytes,
+        "peak_phase": mem.peak_phase.value,
         "peak_op": trace.ops[mem.peak_op].name,
         "by_category": {c.value: v for c, v in mem.at_peak.items()},
         "peak_by_phase": {p.value: mem.peak_in(p, trace) for p in PHASES},
@@ -47,9 +51,10 @@ def memory_doc(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfil
 def memory_report(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryProfile,
                   fixes: list[Remedy], placed: Placement,
                   largest: LargestBatch | None = None) -> str:
-    cap = hw.memory.capacity_bytes
+    cap = hw.usable_bytes
     fits = mem.peak_bytes <= cap
-    lines = [f"{spec.name} on {hw.display_name} ({fmt_bytes(cap)})",
+    lines = [f"{spec.name} on {hw.display_name} ({fmt_bytes(hw.memory.capacity_bytes)})",
+             f"  {reserve_line(hw)}; every verdict below is held to the usable bytes",
              f"  peak {fmt_bytes(mem.peak_bytes)} ({mem.peak_bytes:,} B): "
              + (f"fits, {fmt_bytes(cap - mem.peak_bytes)} to spare" if fits else
                 f"DOES NOT FIT, {fmt_bytes(mem.peak_bytes - cap)} over"),
@@ -71,10 +76,11 @@ def memory_report(spec: WorkloadSpec, hw: Hardware, trace: Trace, mem: MemoryPro
         lines += ["", f"  largest batch that fits: batch_size {largest.batch_size} (from "
                       f"{spec.batch_size}{kept}): peak {fmt_bytes(largest.peak_bytes)}, "
                       f"{fmt_bytes(largest.reserved_bytes)} reserved by the caching allocator "
-                      "(the figure held to the capacity; the CUDA context needs more)"]
+                      "(the figure held to the usable bytes)"]
     if fixes:
-        lines += ["", "  remedies (each alone unless combined; per GPU; fits: the reserve "
-                      "within the capacity, 'live only' where only the live peak is):"]
+        lines += ["", "  remedies (each alone unless combined; per GPU; fits: the allocator's "
+                      "reserve within the usable bytes, 'live only' where only the live peak "
+                      "is):"]
         rows = [["remedy", "change", "peak", "reserved", "fits"]]
         rows += [[r.name, r.change, fmt_bytes(r.peak_bytes),
                   "-" if r.reserved_bytes is None else fmt_bytes(r.reserved_bytes),

@@ -168,7 +168,8 @@ def memory_timeline(r: RunResult):
     card's capacity. Drawn from what is live during an op (its outputs included), not after
     it, so that the highest point is the peak the reports state."""
     est, mem = r.estimate, r.memory
-    cap, peak = r.hardware.memory.capacity_bytes, mem.peak_bytes
+    # the capacity less the runtime's reserve (context, library workspaces): what fits
+    cap, peak = r.hardware.usable_bytes, mem.peak_bytes
     # the caching allocator's reserve, what an out-of-memory error checks (at least the peak)
     reserve = r.placement.reserved_peak if r.placement is not None else peak
     edges = _step_edges(est.ops)
@@ -198,17 +199,18 @@ def memory_timeline(r: RunResult):
     top = max(reserve, cap) if cap_in_view else reserve
     if cap_in_view:
         ax.axhline(cap / b_size, color="black", lw=1, ls="--",
-                   label=f"capacity {fmt_bytes(cap)}")
+                   label=f"usable {fmt_bytes(cap)}\n(capacity less the\nruntime reserve)")
     else:  # (in the legend only)
         ax.plot([], [], color="black", lw=1, ls="--",
-                label=f"capacity {fmt_bytes(cap)},\noff scale")
+                label=f"usable {fmt_bytes(cap)},\noff scale")
     ax.set_ylim(0, top * 1.1 / b_size if top else 1)
     ax.set_xlim(0, max(x[-1], 1e-9))
     ax.set_xlabel(f"time in the step ({t_unit})")
     ax.set_ylabel(f"live ({b_unit})")
-    verdict = (f"DOES NOT FIT in {fmt_bytes(cap)}" if not r.fits
-               else f"reserve DOES NOT FIT in {fmt_bytes(cap)}" if r.reserve_fits is False
-               else f"{peak / cap * 100:.1f} % of {fmt_bytes(cap)}")
+    verdict = (f"DOES NOT FIT in {fmt_bytes(cap)} usable" if not r.fits
+               else f"reserve DOES NOT FIT in {fmt_bytes(cap)} usable"
+               if r.reserve_fits is False
+               else f"{peak / cap * 100:.1f} % of {fmt_bytes(cap)} usable")
     ax.set_title(f"memory over the step: peak {fmt_bytes(peak)}, {verdict}", pad=14)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()

@@ -39,6 +39,7 @@ def hardware_details(hw: Hardware) -> str:
              f"{' in x8 clamshell' if m.clamshell else ''}, {m.channels} channels x "
              f"{m.channel_width_bits} bit"]]
     rows.append(["capacity", f"{m.capacity_bytes:,} B = {m.capacity_bytes / GiB:.2f} GiB"])
+    rows.append(["runtime reserve", reserve_line(hw).removeprefix("runtime reserve ")])
     rows.append(["peak bandwidth", f"{m.peak_bandwidth_GBps:.1f} GB/s (1e9 B/s) = "
                  f"{m.bus_width_bits} bit x {m.data_rate_gbps:g} Gb/s / 8"])
     if m.ck_GHz:
@@ -137,21 +138,31 @@ def fit_verdict(fits: bool, reserve_fits: bool | None) -> str:
     return "yes" if reserve_fits else ("live only" if fits else "no")
 
 
+def reserve_line(hw: Hardware) -> str:
+    res = hw.runtime_reserve
+    return (f"runtime reserve {fmt_bytes(res.total_bytes)} (context "
+            f"{fmt_bytes(res.context_bytes)}, library workspaces "
+            f"{fmt_bytes(res.workspace_bytes)}): {fmt_bytes(hw.usable_bytes)} usable of "
+            f"{fmt_bytes(hw.memory.capacity_bytes)}")
+
+
 def memory_lines(r: RunResult) -> list[str]:
     """The memory section (heading first), as the text and HTML reports show it."""
-    mem, cap = r.memory, r.hardware.memory.capacity_bytes
+    mem, cap = r.memory, r.hardware.usable_bytes
     return [
         "Memory (live tensor bytes at op boundaries, then the caching allocator's reserve; "
-        "no CUDA context)",
-        f"  peak {fmt_bytes(mem.peak_bytes)} ({mem.peak_bytes:,} B) of {fmt_bytes(cap)}: "
-        + (f"fits, {_pct(mem.peak_bytes / cap)} of capacity" if r.fits else
+        "each held to the capacity less the runtime's reserve)",
+        f"  {reserve_line(r.hardware)}",
+        f"  peak {fmt_bytes(mem.peak_bytes)} ({mem.peak_bytes:,} B) of {fmt_bytes(cap)} "
+        "usable: "
+        + (f"fits, {_pct(mem.peak_bytes / cap)} of it" if r.fits else
            f"DOES NOT FIT, {fmt_bytes(mem.peak_bytes - cap)} over"),
         f"  at {mem.peak_phase.value} op '{r.trace.ops[mem.peak_op].name}'; by category: "
         + ", ".join(f"{c.value} {fmt_bytes(v)}" for c, v in mem.at_peak.items() if v),
         *([] if r.placement is None else [
             f"  caching allocator: {fmt_bytes(r.placement.reserved_peak)} reserved, "
             + ("fits" if r.reserve_fits else "DOES NOT FIT")
-            + " (what an out-of-memory error checks; the CUDA context needs more)"]),
+            + " (what an out-of-memory error checks)"]),
         *([] if r.fits and r.reserve_fits is not False else [
             f"  what would make it fit: python -m simulator memory {r.workload.path} "
             f"--hardware {r.hardware.name}"]),

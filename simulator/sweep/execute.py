@@ -59,6 +59,7 @@ def run_point(workload: str, hardware: Hardware, fidelity: str) -> dict[str, Any
         "bound": est.bound,
         "peak_memory_bytes": r.memory.peak_bytes,
         "capacity_bytes": hardware.memory.capacity_bytes,
+        "usable_bytes": hardware.usable_bytes,
         "fits": r.fits,
         "reserved_memory_bytes": r.placement.reserved_peak,
         "reserve_fits": r.reserve_fits,

@@ -31,7 +31,7 @@ from simulator.sweep.spec import CARD_AXIS
 
 RESULTS = ("step_time_s", "analytic_step_time_s", "error_bound_s", "achieved_bandwidth_GBps",
            "peak_bandwidth_GBps", "memory_bound_share", "bound", "peak_memory_bytes",
-           "capacity_bytes", "fits", "reserved_memory_bytes", "reserve_fits", "best_change",
+           "capacity_bytes", "usable_bytes", "fits", "reserved_memory_bytes", "reserve_fits", "best_change",
            "price_usd", "steps_per_hour_per_kusd", "error")
 
 
