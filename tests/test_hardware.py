@@ -108,3 +108,12 @@ def test_lists_of_names_are_the_schemas():
     assert tuple(peaks["properties"]) == PEAK_KEYS
     assert tuple(schema("workload")["properties"]["model"]["properties"]["type"]["enum"]) \
         == MODEL_TYPES
+
+
+def test_the_rx_7900_xtx_fp32_ceiling_is_the_rate_compiled_kernels_issue():
+    """RDNA 3's 61.4 TFLOP/s counts dual issue (VOPD), which compilers rarely pair: the
+    ceiling is the single-issue rate, 96 CUs x 64 lanes x 2 FLOP x 2.5 GHz."""
+    hw = load_hardware("rx-7900-xtx")
+    assert hw.peak_tflops["fp32"] == pytest.approx(96 * 64 * 2 * 2.5e9 / 1e12)
+    assert hw.peak_tflops["fp16_vector"] == pytest.approx(2 * hw.peak_tflops["fp32"], 1e-3)
+    assert any("dual issue" in s and "Chips and Cheese" in s for s in hw.sources)
