@@ -89,3 +89,15 @@ def test_roofline_draws_the_dram_ceiling_the_replay_sustained():
     # the analytic roofline has no replay, so no sustained ceiling
     plain = roofline(analyze("cnn", "t4", fidelity="analytic")).axes[0]
     assert not any(line.get_label().startswith("DRAM sustained") for line in plain.lines)
+
+
+def test_the_int8_ceiling_is_labelled_in_operations_not_flops():
+    """int8 math counts operations: its ceiling and the axis say OP/s, not FLOP/s."""
+    from simulator.pipeline import analyze
+    from simulator.report.plots import roofline
+
+    ax = roofline(analyze("cnn", "l4", fidelity="analytic")).axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    assert any("int8_tensor 242 TOP/s" in t and "OP/B" in t for t in labels)
+    assert not any("int8_tensor 242 TFLOP/s" in t for t in labels)
+    assert "OP/s" in ax.get_ylabel()

@@ -26,6 +26,16 @@ from simulator.errors import InputError
 from simulator.units import BITS_PER_PIN_PER_CK
 
 GDDR_TYPES = ("GDDR6", "GDDR6X")
+# integer math counts operations, not floating-point ones: its peak is in 1e12 OP/s
+INTEGER_PEAKS = frozenset({"int8_tensor"})
+
+
+def peak_unit(key: str) -> tuple[str, str]:
+    """A peak's unit and its ridge point's: ('TFLOP/s', 'FLOP/B'), or for integer math
+    ('TOP/s', 'OP/B')."""
+    return ("TOP/s", "OP/B") if key in INTEGER_PEAKS else ("TFLOP/s", "FLOP/B")
+
+
 PEAK_KEYS = ("fp64", "fp32", "fp16_vector", "tf32_tensor", "fp16_tensor", "bf16_tensor",
              "fp8_tensor", "int8_tensor")
 

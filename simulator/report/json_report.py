@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from simulator.config.hardware import Hardware
+from simulator.config.hardware import Hardware, peak_unit
 from simulator.estimate import BOUNDS, StepEstimate
 from simulator.pipeline import RunResult
 from simulator.report.text import achieved_GBps, shared_results
@@ -34,7 +34,8 @@ def hardware_doc(hw: Hardware) -> dict[str, Any]:
         "l2_bytes": hw.l2_bytes, "last_level_cache_bytes": hw.last_level_cache_bytes,
         "l2_bandwidth_GBps": hw.l2_bandwidth_GBps,
         "kernel_launch_overhead_us": hw.kernel_launch_overhead_us,
-        "peak_tflops": hw.peak_tflops,
+        "peak_tflops": hw.peak_tflops,  # 1e12 FLOP/s; int8 in 1e12 OP/s (peak_units)
+        "peak_units": {k: peak_unit(k)[0] for k in hw.peak_tflops},
         "ridge_point_flop_per_byte": hw.ridge_points(),
         "tdp_w": hw.tdp_w, "price_usd": hw.price_usd, "path": hw.path,
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from simulator.config.hardware import INTEGER_PEAKS, peak_unit
 from simulator.pipeline import RunResult
 from simulator.units import GB, TERA, byte_unit, fmt_bytes, fmt_seconds, time_unit
 from simulator.workload.memory import CATEGORIES
@@ -72,7 +73,10 @@ def roofline(r: RunResult):
     for peak, keys in sorted(peaks.items()):
         ridge = peak / bw
         ax.hlines(peak, ridge, x_max, colors="grey", linestyles="--", lw=0.8)
-        ax.annotate(f"{' = '.join(keys)} {peak / TERA:g} T (ridge {ridge:.0f} FLOP/B)",
+        units = {peak_unit(k) for k in keys}
+        ridge_unit = " or ".join(sorted(per for _, per in units))
+        ax.annotate(" = ".join(f"{k} {peak / TERA:g} {peak_unit(k)[0]}" for k in keys)
+                    + f" (ridge {ridge:.0f} {ridge_unit})",
                     (x_max, peak), fontsize=7, ha="right", va="bottom", color="grey")
         ax.plot([ridge], [peak], marker="o", color="grey", markersize=3)
     total = est.step_time_s or 1.0
@@ -104,7 +108,8 @@ def roofline(r: RunResult):
     ax.set_ylim(low, top * 3)
     ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte" + (", after the L2)" if simulated
                                                               else ")"))
-    ax.set_ylabel("achieved FLOP/s")
+    ax.set_ylabel("achieved FLOP/s" + (" (int8 math: OP/s)" if any(
+        k in INTEGER_PEAKS for keys in peaks.values() for k in keys) else ""))
     ax.set_title(f"{r.workload.name} on {hw.display_name}: roofline ({est.fidelity})")
     # beside the axes: inside, it hid the ceilings' labels and the ops near the ridge
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simulator.config.hardware import Hardware
+from simulator.config.hardware import Hardware, peak_unit
 from simulator.estimate import OpTime, StepEstimate
 from simulator.gpu.compute import launch_overhead_s
 from simulator.gpu.l2 import ESTIMATED_L2_TO_DRAM_BANDWIDTH
@@ -61,7 +61,7 @@ def hardware_details(hw: Hardware) -> str:
     ridge = hw.ridge_points()
     rows = [["unit", "peak", "ridge"]]
     for key, value in hw.peak_tflops.items():
-        unit, per = ("TOPS", "op/B") if key.startswith("int") else ("TFLOP/s", "FLOP/B")
+        unit, per = peak_unit(key)
         rows.append([key, f"{value:g} {unit}" if value else "none",
                      f"{ridge[key]:.1f} {per}" if value else "-"])
     lines += ["  " + s for s in table(rows, "<>>")]

@@ -31,8 +31,8 @@ from simulator.sweep.spec import CARD_AXIS
 
 RESULTS = ("step_time_s", "analytic_step_time_s", "error_bound_s", "achieved_bandwidth_GBps",
            "peak_bandwidth_GBps", "memory_bound_share", "bound", "peak_memory_bytes",
-           "capacity_bytes", "usable_bytes", "fits", "reserved_memory_bytes", "reserve_fits", "best_change",
-           "price_usd", "steps_per_hour_per_kusd", "error")
+           "capacity_bytes", "usable_bytes", "fits", "reserved_memory_bytes", "reserve_fits",
+           "best_change", "price_usd", "steps_per_hour_per_kusd", "error")
 
 
 def _axis_rows(rows: list[dict], axes: dict[str, list], axis: str, workload: str) -> list[dict]:
