@@ -9,6 +9,7 @@ from dram_helpers import VALIDATION, write_trace
 
 from simulator.cli import main
 from simulator.dram.tracefile import read_blocks
+from simulator.errors import InputError
 
 KEYS = ["requests", "reads", "writes", "cycles", "clock", "time_ns", "bandwidth_GBps",
         "peak_bandwidth_GBps", "read_latency_ns", "read_latency_cycles", "row_hit_rate",
@@ -183,3 +184,21 @@ def test_policy_names_are_the_schemas(repo):
     assert set(block) == set(SETTINGS)
     for name, allowed in POLICIES.items():
         assert tuple(block[name]["enum"]) == allowed
+
+
+def test_a_trace_whose_cycles_go_backwards_is_refused(capsys, tmp_path):
+    """A request may not arrive before the one above it; the line is named, also across the
+    reader's blocks."""
+    trace = tmp_path / "back.trace"
+    trace.write_text("0x0 READ 0\n# a comment\n0x40 READ 10\n0x80 WRITE 5\n")
+    code, _, err = run_dram(capsys, str(trace))
+    assert code == 2
+    assert err.strip() == (f"error: {trace}:4: expected arrival cycles that never decrease (CK, "
+                           "in trace order), got 5 after 10")
+    lines = [f"0x{i * 64:x} READ {i}" for i in range(3000)] + ["0x0 READ 7"]
+    trace.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"back.trace:3001: .* got 7 after 2999"):
+        for _ in read_blocks(trace, block_bytes=4096):
+            pass
+    trace.write_text("0x0 READ 4\n0x40 WRITE 4\n")  # equal cycles are fine
+    assert run_dram(capsys, str(trace))[0] == 0

@@ -127,10 +127,23 @@ def _bad_line(path: Path, line: int) -> InputError:
     return InputError(f"expected '{LINE_FORMAT}', got {shown!r}", file=f"{path}:{line}")
 
 
+def _check_order(path: Path, last: np.int64, cycle: np.ndarray, line_no: np.ndarray) -> None:
+    """Requests arrive in trace order, so a cycle below the one before would be a request
+    from the past: refused, naming its line (a simulator that takes it at once, as DRAMsim3's
+    trace reader does, times it from a clock it never had)."""
+    back = np.flatnonzero(np.diff(cycle, prepend=last) < 0)
+    if len(back):
+        i = int(back[0])
+        before = int(cycle[i - 1]) if i else int(last)
+        raise InputError(f"expected arrival cycles that never decrease (CK, in trace order), got "
+                         f"{int(cycle[i])} after {before}", file=f"{path}:{int(line_no[i])}")
+
+
 def read_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[TraceBlock]:
     """The trace's requests, a block at a time. A file without one (blank lines and comments
     only) is refused: its statistics would be zeros, not figures."""
     requests = 0
+    last = np.int64(-1)  # the cycle of the request before this block's first
     with open_input(path, "an address trace file", binary=True) as f:
         carry = b""
         line = 1
@@ -155,6 +168,8 @@ def read_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[TraceBlo
             line += chunk.count(b"\n", 0, used)
             carry = chunk[used:]
             if k:
+                _check_order(path, last, cycle[:k], line_no[:k])
+                last = cycle[k - 1]
                 requests += k
                 yield TraceBlock(addr[:k], write[:k], cycle[:k], line_no[:k])
             if eof:
