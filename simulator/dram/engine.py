@@ -107,6 +107,14 @@ N_CMD = 9
 # are ready; PREA and REFAB wait on channel bounds only): the others' are not kept
 BANK_ASKED = (ACT, PRE, RD, WR, REFPB)
 INF = np.int64(1) << np.int64(62)
+# Arguments that would be integer literals at a helper's call site: numba compiles a helper
+# once per literal value it is called with (Literal[int](-1), ...), a first run's compile
+# time spent again for each. As numpy scalars they are plain int64, one compile per helper;
+# LLVM folds the constant after inlining all the same.
+NONE = np.int64(-1)   # no bank, no rule bank: the helpers' "none" argument
+ADD, REMOVE = np.int64(1), np.int64(-1)  # a request counted into, or out of, the tallies
+ACTIVE_BUF = np.int64(2)  # ABUF as an argument
+RECORD, COMPARE = np.bool_(True), np.bool_(False)  # _idle_probe's two uses
 NO_RULE = -(np.int64(1) << np.int64(40))  # a latency that never binds
 LAT_BINS = 1 << 16
 DEEP_BUFFERS = 64  # controllers with a read or write buffer this deep keep per-bank tallies
@@ -305,7 +313,7 @@ def _leave(bufs, counts, heads, bank_queued, bank_hits, chan, open_row, ch, kind
     """The request in slot p leaves its buffer: out of its bank's tallies and the scan's
     passed-over requests (read and write buffers keep them), then out of the ring."""
     if kind != ABUF:
-        _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, -1)
+        _tally(bank_queued, bank_hits, chan, open_row, ch, kind, bank, row, REMOVE)
         _unpass(bufs, heads, chan, ch, kind, p)
     _remove(bufs, counts, heads, ch, kind, p)
 
@@ -687,7 +695,7 @@ def _bank_next(rch, rbank, faw, open_row, ch, kind, bank, n_faw):
     row's column command, or the row command (PRE, or ACT when closed)."""
     faw_t = _faw_ready(faw, ch, n_faw)
     t = _earliest(rch, rbank, faw_t, ch, WR if kind == WBUF else RD, bank)
-    r = _earliest(rch, rbank, faw_t, ch, _row_command(open_row, ch, bank, -1), bank)
+    r = _earliest(rch, rbank, faw_t, ch, _row_command(open_row, ch, bank, NONE), bank)
     return r if r < t else t
 
 
@@ -730,7 +738,7 @@ def _arrival_wake(chan, counts, caps, bank_hits, open_row, rch, rbank, faw, ch, 
         elif known and bank_hits[ch, kind, bank] > 0:
             return INF  # held back until the last request for the open row is served
     faw_t = _faw_ready(faw, ch, n_faw)
-    cmd = _next_command(open_row, ch, bank, row, kind == WBUF, -1)
+    cmd = _next_command(open_row, ch, bank, row, kind == WBUF, NONE)
     t = _earliest(rch, rbank, faw_t, ch, cmd, bank)
     return t if t > clk + 1 else clk + 1
 
@@ -803,8 +811,8 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             if chan[ch, C_ABUF_T] < earliest:
                 earliest = chan[ch, C_ABUF_T]
         else:
-            idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, ABUF, open_row, rch,
-                                         rbank, faw_t, clk, ref_bank, -1, not fcfs)
+            idx, cmd, ready, e = _oldest(bufs, counts, heads, ch, ACTIVE_BUF, open_row, rch,
+                                         rbank, faw_t, clk, ref_bank, NONE, not fcfs)
             if e < earliest:
                 earliest = e
             if ready:
@@ -822,7 +830,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             if t <= clk and not (rcmd == PRE
                                  and _active_blocks(bufs, counts, heads, ch, rb)):
                 _issue(rule_lat, rch, rbank, faw, open_row,
-                       cmd_count, ch, rcmd, rb >> bg_shift, rb, -1, clk, log,
+                       cmd_count, ch, rcmd, rb >> bg_shift, rb, NONE, clk, log,
                        scal, log_cap, n_banks, bg_shift)
                 _rows_changed(bank_hits, chan, ch, rcmd, rb)
                 issued = True
@@ -838,13 +846,13 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
                     any_open = True
                     break
             rcmd = PREA if any_open else REFAB
-            t = _ready_at(rch, rbank, faw, ch, rcmd, -1, n_faw)
+            t = _ready_at(rch, rbank, faw, ch, rcmd, NONE, n_faw)
             if t <= clk and not (rcmd == PREA
-                                 and _active_blocks(bufs, counts, heads, ch, -1)):
+                                 and _active_blocks(bufs, counts, heads, ch, NONE)):
                 _issue(rule_lat, rch, rbank, faw, open_row,
-                       cmd_count, ch, rcmd, -1, -1, -1, clk, log, scal, log_cap, n_banks,
+                       cmd_count, ch, rcmd, NONE, NONE, NONE, clk, log, scal, log_cap, n_banks,
                        bg_shift)
-                _rows_changed(bank_hits, chan, ch, rcmd, -1)
+                _rows_changed(bank_hits, chan, ch, rcmd, NONE)
                 issued = True
                 if rcmd == REFAB:
                     chan[ch, C_PENDING_REF] -= 1
@@ -921,7 +929,7 @@ def _try_channel(ch, clk, bufs, counts, heads, bank_queued, bank_hits, write_fil
             if is_w:
                 done = clk
                 scal[S_DONE_WRITES] += 1
-                _count_write(write_filter, ch, bufs[ch, kind, F_ADDR, idx], -1)
+                _count_write(write_filter, ch, bufs[ch, kind, F_ADDR, idx], REMOVE)
             else:
                 done = clk + read_latency
                 lat = done - bufs[ch, kind, F_ARRIVE, idx]
@@ -996,10 +1004,10 @@ def _admit(bufs, counts, heads, bank_queued, bank_hits, write_filter, scal, chan
     bufs[ch, k, F_ARRIVE, p] = clk
     counts[ch, k] = n + 1
     if is_w:
-        _count_write(write_filter, ch, addr, 1)
+        _count_write(write_filter, ch, addr, ADD)
     bank = key & K_BANK
     row = key >> K_ROW_SHIFT
-    _tally(bank_queued, bank_hits, chan, open_row, ch, k, bank, row, 1)
+    _tally(bank_queued, bank_hits, chan, open_row, ch, k, bank, row, ADD)
     scal[S_QUEUED] += 1
     if chan[ch, C_NEXT_TRY] > clk + 1:
         wake = _arrival_wake(chan, counts, caps, bank_hits, open_row, rch, rbank, faw, ch, k,
@@ -1127,7 +1135,7 @@ def _idle_probe(idle, ch, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count
     (`record`). Layout of `idle`: bounds, bank bounds, nFAW ring and its position, open rows,
     channel slots, command counts, the log's count."""
     same = True
-    k = 0
+    k = np.int64(0)  # (not a literal: _idle_word compiled once for it)
     for c in range(rch.shape[1]):
         same &= _idle_word(idle, k, max(rch[ch, c] - clk, 0), record)
         k += 1
@@ -1207,7 +1215,7 @@ def _idle_turn(idle, first, clk, probe_at, far, period, chan, rch, rbank, faw, o
     period after the watch began (`probe_at`), if their state repeated, skip the whole periods
     up to one before `far`; else start watching a period. Returns (clk, probe_at)."""
     if probe_at >= 0 and clk == probe_at + period and _idle_all(
-            idle, first, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count, scal, False):
+            idle, first, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count, scal, COMPARE):
         periods = (far - clk) // period - 1
         for i in range(idle.shape[0]):
             _idle_skip(idle[i], first + i, periods, period, chan, rch, rbank, faw, cmd_count)
@@ -1215,7 +1223,7 @@ def _idle_turn(idle, first, clk, probe_at, far, period, chan, rch, rbank, faw, o
         return clk + periods * period, np.int64(-1)
     if probe_at < 0 or clk >= probe_at + period:
         _idle_all(idle, first, clk, chan, rch, rbank, faw, open_row, n_faw, cmd_count, scal,
-                  True)
+                  RECORD)
         return clk, clk
     return clk, probe_at
 

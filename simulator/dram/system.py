@@ -8,11 +8,13 @@
 from __future__ import annotations
 
 import math
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from simulator import notice
 from simulator.config.address_mapping import FIELDS
 from simulator.config.controller import ControllerConfig
 from simulator.config.hardware import Hardware
@@ -175,6 +177,12 @@ def configuration(org: Organization, timing: GDDR6Timing, controller: Controller
     return repr((org, timing, controller))
 
 
+def _first_call(entry) -> AbstractContextManager:
+    """The engine's first call in a process loads it from numba's cache, or on a first run
+    compiles it (seconds): a wait past notice.SLOW_S says so."""
+    return nullcontext() if entry.signatures else notice.if_slow(notice.COMPILING_ENGINE)
+
+
 class MemorySystem:
     """Channels, banks, controllers and refresh of one GDDR6 memory system."""
 
@@ -321,8 +329,9 @@ class MemorySystem:
         self._fed += n
         self._scal[:, E.S_ID_BASE] = id_base
         if self._per_channel:
-            self._run_channels(requests, f["channel"], f["bankgroup"], f["bank"], f["row"],
-                               id_base, final, completion)
+            with _first_call(E.run_channels):
+                self._run_channels(requests, f["channel"], f["bankgroup"], f["bank"], f["row"],
+                                   id_base, final, completion)
         else:
             self._scal[0, E.S_POS] = 0
             if len(self._keys) < n:  # kept from feed to feed, as the decoded fields
@@ -330,10 +339,11 @@ class MemorySystem:
             keys = self._keys[:n]
             E.pack_keys(is_write, f["bankgroup"], f["bank"], f["row"], self._bank_group_shift,
                         keys)
-            E.run(*self._state(), self._scal[0], self._chan, *self._tables(),
-                  self._lat_hist[0], self._lat, self._log, requests[0], keys, arrival,
-                  f["channel"], n, final, completion, self._settings(),
-                  self._idle[:self.org.channels])
+            with _first_call(E.run):
+                E.run(*self._state(), self._scal[0], self._chan, *self._tables(),
+                      self._lat_hist[0], self._lat, self._log, requests[0], keys, arrival,
+                      f["channel"], n, final, completion, self._settings(),
+                      self._idle[:self.org.channels])
         return completion
 
     def _state(self) -> tuple:
