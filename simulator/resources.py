@@ -35,6 +35,25 @@ def shipped_names(directory: Path) -> list[str]:
                   if p.name.endswith(".json") and p.is_file())
 
 
+TIMING = "timing"  # hardware/timing/: named GDDR6 timing sets
+
+
+def timing_preset(spec: str, beside: Path) -> Path:
+    """A timing preset a hardware file names: a shipped one by name, else a path relative to
+    the hardware file's folder (`beside`)."""
+    from simulator.errors import InputError
+
+    shipped = hardware_dir() / TIMING
+    if "/" not in spec and "\\" not in spec and not spec.endswith(".json"):
+        path = shipped / f"{spec}.json"
+        if not path.is_file():
+            raise InputError(f"unknown timing preset '{spec}'; expected a path to a .json file "
+                             f"or one of: {', '.join(shipped_names(shipped))}",
+                             path="$.memory.timing.preset")
+        return path
+    return beside / spec
+
+
 def resolve(kind: str, spec: str) -> Path:
     """What a user's `spec` names among `kind` ('hardware' or 'workloads'): an existing file;
     else the shipped file it names: `NAME`, `NAME.json` or `KIND/...json` (so the repo-relative

@@ -236,6 +236,15 @@ def test_bad_cnn_kernel_larger_than_input(capsys, write_json):
     assert code == 2 and "at $.model.layers[3].kernel_size" in err
 
 
+def _full_timing(d: dict) -> dict:
+    """The file's timing written out in full (its preset's set), as format 1 files state it."""
+    preset = json.loads((REPO / "hardware" / "timing" / f"{d['memory']['timing']['preset']}"
+                                                        ".json").read_text())
+    d["memory"]["timing"] = {k: preset[k] for k in ("source", "reference_data_rate_gbps",
+                                                     "cycles_ck")}
+    return d["memory"]["timing"]
+
+
 BAD_HARDWARE = [
     ("zero data rate", lambda d: d["memory"].update(data_rate_gbps=0),
      "$.memory.data_rate_gbps", "> 0"),
@@ -250,20 +259,26 @@ BAD_HARDWARE = [
     ("per-bank refresh at 0.1 Gb/s", lambda d: d["memory"].update(data_rate_gbps=0.1),
      "$.memory.data_rate_gbps", "per-bank refresh impossible at this data rate"),
     ("per-bank refresh faster than REFpb spacing",
-     lambda d: d["memory"]["timing"]["cycles_ck"].update(nREFI=300),
+     lambda d: d["memory"]["timing"].setdefault("cycles_ck", {}).update(nREFI=300),
      "$.memory.timing.cycles_ck.nREFI", "nREFI // 16 = 18 CK) longer than the 22 CK"),
     # the engine's data bus would disagree with the peak the data rate states
-    ("burst of 4 CK", lambda d: d["memory"]["timing"]["cycles_ck"].update(nBL=4, nCCDS=4,
-                                                                          nCCDL=4),
+    ("burst of 4 CK", lambda d: d["memory"]["timing"].setdefault("cycles_ck", {}).update(
+        nBL=4, nCCDS=4, nCCDL=4),
      "$.memory.timing.cycles_ck.nBL", "expected 2: a BL16 burst"),
     ("negative bus", lambda d: d["memory"].update(bus_width_bits=-256),
      "$.memory.bus_width_bits", "> 0"),
     ("devices do not fill the bus", lambda d: d["memory"].update(devices=7), "$.memory.devices",
      "expected 8 devices"),
-    ("impossible timing", lambda d: d["memory"]["timing"]["cycles_ck"].update(nRC=50),
+    ("impossible timing", lambda d: d["memory"]["timing"].setdefault("cycles_ck", {}).update(
+        nRC=50),
      "$.memory.timing.cycles_ck.nRC", "nRC >= nRAS + nRP"),
-    ("missing timing key", lambda d: d["memory"]["timing"]["cycles_ck"].pop("nFAW"),
+    ("missing timing key", lambda d: _full_timing(d)["cycles_ck"].pop("nFAW"),
      "$.memory.timing.cycles_ck", "'nFAW' is required"),
+    ("unknown timing preset", lambda d: d["memory"]["timing"].update(preset="samsung-x"),
+     "$.memory.timing.preset", "unknown timing preset 'samsung-x'; expected a path"),
+    ("HBM without its channels per stack", lambda d: d["memory"].update(type="HBM2",
+     channel_width_bits=128, timing=None) or d["memory"].pop("timing"),
+     "$.memory", "'channels_per_device' is required for HBM2 memory"),
     ("unknown memory type", lambda d: d["memory"].update(type="GDDR5"), "$.memory.type",
      "expected one of"),
     ("mapping names a field twice", lambda d: d["memory"].update(address_mapping={

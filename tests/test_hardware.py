@@ -117,3 +117,39 @@ def test_the_rx_7900_xtx_fp32_ceiling_is_the_rate_compiled_kernels_issue():
     assert hw.peak_tflops["fp32"] == pytest.approx(96 * 64 * 2 * 2.5e9 / 1e12)
     assert hw.peak_tflops["fp16_vector"] == pytest.approx(2 * hw.peak_tflops["fp32"], 1e-3)
     assert any("dual issue" in s and "Chips and Cheese" in s for s in hw.sources)
+
+
+def test_a_timing_preset_with_overrides_is_the_full_set_it_stands_for(write_json, repo):
+    """GDDR6 cards name one timing preset; a file may override any of its cycles, and a
+    format-1 file that writes the whole set out (and the derived devices and channels per
+    device) loads to the same card."""
+    import json
+
+    doc = json.loads((repo / "hardware" / "t4.json").read_text())
+    preset = json.loads((repo / "hardware" / "timing" / "samsung-k4z80325bc-14gbps.json")
+                        .read_text())
+    assert doc["memory"]["timing"] == {"preset": preset["name"]}
+    full = {**doc, "name": "full"}
+    full["memory"] = {**doc["memory"], "channel_width_bits": 16, "channels_per_device": 2,
+                      "devices": 8, "timing": {k: preset[k] for k in (
+                          "source", "reference_data_rate_gbps", "cycles_ck")}}
+    t4, stated = load_hardware("t4"), load_hardware(write_json(full, "full.json"))
+    assert stated.memory == t4.memory
+    over = {**doc, "name": "over"}
+    over["memory"] = {**doc["memory"], "timing": {"preset": preset["name"],
+                                                  "cycles_ck": {"nCL": 30}}}
+    changed = load_hardware(write_json(over, "over.json"))
+    assert changed.memory.timing.nCL > t4.memory.timing.nCL
+    assert changed.memory.timing.nRC == t4.memory.timing.nRC
+    assert "overridden here: nCL 30" in changed.memory.timing_source
+
+
+def test_every_gddr6_card_states_each_fact_once(repo):
+    """No shipped GDDR6 file repeats the timing block or the fields its bus determines."""
+    import json
+
+    for path in (repo / "hardware").glob("*.json"):
+        m = json.loads(path.read_text())["memory"]
+        if m["type"].startswith("GDDR"):
+            assert set(m["timing"]) == {"preset"}, path.name
+            assert not {"devices", "channels_per_device", "channel_width_bits"} & set(m)

@@ -135,9 +135,43 @@ def devices_for_bus(bus_width_bits: int, channel_width_bits: int, channels_per_d
     return channels // channels_per_device * (2 if clamshell else 1)
 
 
+def _organization_fields(m: dict, file: str) -> tuple[int, int]:
+    """(channel_width_bits, channels_per_device): as stated, or GDDR's own (16, 2)."""
+    gddr = m["type"] in GDDR_TYPES
+    for key in ("channel_width_bits", "channels_per_device"):
+        if key not in m and not gddr:
+            raise InputError(f"'{key}' is required for {m['type']} memory (it is derived for "
+                             "GDDR6 only)", file=file, path="$.memory")
+    return (m.get("channel_width_bits", CHANNEL_WIDTH_BITS),
+            m.get("channels_per_device", CHANNELS_PER_DEVICE))
+
+
+def _timing_set(m: dict, file: str) -> tuple[dict[str, int], float, str]:
+    """(cycles_ck, reference_data_rate_gbps, source) of the file's timing: its own full set,
+    or a preset with what the file overrides."""
+    t = m["timing"]
+    if "preset" not in t:
+        return t["cycles_ck"], t["reference_data_rate_gbps"], t["source"]
+    try:
+        path = resources.timing_preset(t["preset"], Path(file).parent)
+    except InputError as exc:
+        raise exc.in_file(file) from None
+    preset = load(path, "hardware", part="timing_preset")
+    if Path(path).stem != preset["name"]:
+        raise InputError(f"expected the name to equal the file name '{Path(path).stem}', got "
+                         f"'{preset['name']}'", file=str(path), path="$.name")
+    own = t.get("cycles_ck", {})
+    source = t.get("source", preset["source"])
+    if own:
+        source += f" (overridden here: {', '.join(f'{k} {v}' for k, v in own.items())})"
+    return ({**preset["cycles_ck"], **own},
+            t.get("reference_data_rate_gbps", preset["reference_data_rate_gbps"]), source)
+
+
 def _memory(raw: dict, file: str) -> MemorySpec:
     m = raw["memory"]
-    bus, chw, per_dev = m["bus_width_bits"], m["channel_width_bits"], m["channels_per_device"]
+    bus = m["bus_width_bits"]
+    chw, per_dev = _organization_fields(m, file)
     if bus % chw:
         raise InputError(f"expected a multiple of channel_width_bits ({chw}), got {bus}",
                          file=file, path="$.memory.bus_width_bits")
@@ -146,7 +180,7 @@ def _memory(raw: dict, file: str) -> MemorySpec:
         raise InputError(f"expected a bus of whole devices ({per_dev} channels x {chw} bit "
                          f"each), got {bus} bits", file=file, path="$.memory.bus_width_bits")
     want_devices = devices_for_bus(bus, chw, per_dev, m["clamshell"])
-    if m["devices"] != want_devices:
+    if m.get("devices", want_devices) != want_devices:
         how = "in x8 clamshell, two devices per channel pair" if m["clamshell"] else "x16 mode"
         raise InputError(
             f"expected {want_devices} devices for a {bus}-bit bus of {per_dev} x {chw}-bit "
@@ -163,8 +197,9 @@ def _memory(raw: dict, file: str) -> MemorySpec:
         if "timing" not in m:
             raise InputError("'timing' is required for GDDR memory (a datasheet timing set)",
                              file=file, path="$.memory")
-        t = m["timing"]
-        ref = GDDR6Timing.from_cycles(t["cycles_ck"])
+        cycles, reference_gbps, source = _timing_set(m, file)
+        t = {"reference_data_rate_gbps": reference_gbps}
+        ref = GDDR6Timing.from_cycles(cycles)
         if ref.nBL != BURST_CK:  # else the engine's data bus and the stated peak disagree
             raise InputError(
                 f"expected {BURST_CK}: a BL{BURST_LENGTH} burst moves "
@@ -172,16 +207,15 @@ def _memory(raw: dict, file: str) -> MemorySpec:
                 f"{BURST_CK} CK (data_rate_gbps sets the bandwidth), got {ref.nBL}",
                 file=file, path="$.memory.timing.cycles_ck.nBL")
         check(ref, file, "$.memory.timing.cycles_ck")
-        timing = ref.at_data_rate(t["reference_data_rate_gbps"], m["data_rate_gbps"])
+        timing = ref.at_data_rate(reference_gbps, m["data_rate_gbps"])
         problems = timing.problems()
         if problems:  # the set holds at its own data rate, so the rate is what breaks it
             _broken_at_rate("impossible timing set", problems[0][1], t, file)
-        source = t["source"]
     elif "timing" in m or "wck_mode" in m:
         key = "timing" if "timing" in m else "wck_mode"
         raise InputError(f"'{key}' applies to GDDR memory only, got type {m['type']}",
                          file=file, path=f"$.memory.{key}")
-    return MemorySpec(m["type"], float(m["data_rate_gbps"]), bus, chw, per_dev, m["devices"],
+    return MemorySpec(m["type"], float(m["data_rate_gbps"]), bus, chw, per_dev, want_devices,
                       m["clamshell"], float(m["device_density_gbit"]), m.get("wck_mode"),
                       timing, source)
 
@@ -233,8 +267,9 @@ def _check_refresh(hw: Hardware, raw: dict, file: str) -> None:
     text = refresh_problem(hw.memory.timing, per_bank, banks)
     if text is None:
         return
-    stated = raw["memory"]["timing"]
-    as_stated = refresh_problem(GDDR6Timing.from_cycles(stated["cycles_ck"]), per_bank, banks)
+    cycles, reference_gbps, _ = _timing_set(raw["memory"], file)
+    stated = {"reference_data_rate_gbps": reference_gbps}
+    as_stated = refresh_problem(GDDR6Timing.from_cycles(cycles), per_bank, banks)
     if as_stated is not None:
         raise InputError(f"expected {as_stated}", file=file,
                          path="$.memory.timing.cycles_ck.nREFI")

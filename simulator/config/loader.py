@@ -108,7 +108,11 @@ def _shown(data: Any, path: tuple) -> str:
 
 def _part(schema_name: str, part: str | None) -> dict[str, Any]:
     whole = schema(schema_name)
-    return whole if part is None else {**whole, "$ref": f"#/$defs/{part}"}
+    if part is None:
+        return whole
+    # the part alone: the whole file's own keywords (properties, required) stay out of it
+    keep = {k: v for k, v in whole.items() if k in ("$schema", "$id", "$defs")}
+    return {**keep, "$ref": f"#/$defs/{part}"}
 
 
 @cache
@@ -149,7 +153,8 @@ def validate(data: Any, schema_name: str, file: str, part: str | None = None) ->
         raise InputError(_expected(err), file=file, path=json_path(err.absolute_path))
 
 
-def load(path: Path, schema_name: str) -> Any:
+def load(path: Path, schema_name: str, part: str | None = None) -> Any:
+    """A file checked against its schema (`part`: one of the schema's $defs)."""
     data = read_json(path)
-    validate(data, schema_name, str(path))
+    validate(data, schema_name, str(path), part)
     return data

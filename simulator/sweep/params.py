@@ -94,6 +94,8 @@ def apply(raw: dict, settings: dict[str, Any], where: str, compared: bool = Fals
 
 def _fill_bus(m: dict) -> None:
     """The devices that fill the (new) bus; a bus they cannot fill is the loader's error."""
+    if "devices" not in m:
+        return  # derived as the file loads
     if isinstance(m.get("bus_width_bits"), int) and m.get("channel_width_bits"):
         m["devices"] = max(1, devices_for_bus(m["bus_width_bits"], m["channel_width_bits"],
                                               m["channels_per_device"], bool(m["clamshell"])))
