@@ -70,3 +70,28 @@ def test_every_package_is_listed_for_the_wheel(repo):
     found = {str(p.parent.relative_to(repo)).replace("/", ".")
              for p in (repo / "simulator").rglob("__init__.py")}
     assert found <= listed, sorted(found - listed)
+
+
+def test_the_installed_package_runs_the_main_command_outside_the_checkout(tmp_path):
+    """What CI installed (`pip install '.[test]'`, not editable) runs the README's main command
+    and refuses bad input cleanly from a folder outside the checkout, on this Python (the
+    oldest pyproject claims is the one CI has)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    where = subprocess.run([sys.executable, "-c", "import simulator; print(simulator.__file__)"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True)
+    if where.returncode or str(REPO) in where.stdout:
+        pytest.skip("the package is not installed, or installed editable from this checkout "
+                    "(CI installs it from the checkout, not editable)")
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "simulator", *args], cwd=tmp_path,
+                              env=env, capture_output=True, text=True)
+
+    main = run("run", "workloads/transformer.json", "--json")
+    assert main.returncode == 0, main.stderr
+    doc = json.loads(main.stdout)
+    assert str(REPO) not in doc["workload"]["path"]
+    assert doc["step_time_s"] > 0
+    bad = run("run", "workloads/nosuch.json")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "workloads/nosuch.json: file not found" in bad.stderr
