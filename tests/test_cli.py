@@ -182,6 +182,9 @@ def _mutate(path, edit):
 
 
 BAD_WORKLOADS = [
+    # 1e308 passed the schema as an "integer" and overflowed while formatting
+    ("batch of 1e308", lambda d: d["data"].update(batch_size=1e308), "$.data.batch_size",
+     "expected a finite number of magnitude at most 2**53 (9.01e+15), got 1e+308"),
     ("unknown key", lambda d: d["model"].update(d_modle=512), "$.model", "d_modle"),
     ("missing key", lambda d: d["model"].pop("nhead"), "$.model", "'nhead' is required"),
     ("wrong type", lambda d: d["data"].update(batch_size="ten"), "$.data.batch_size",
@@ -246,6 +249,10 @@ def _full_timing(d: dict) -> dict:
 
 
 BAD_HARDWARE = [
+    ("peak of 1e308", lambda d: d["compute"]["peak_tflops"].update(fp32=1e308),
+     "$.compute.peak_tflops.fp32", "expected a finite number of magnitude at most 2**53"),
+    ("data rate of 2000 Gb/s", lambda d: d["memory"].update(data_rate_gbps=2000),
+     "$.memory.data_rate_gbps", "expected a number <= 1000"),
     ("zero data rate", lambda d: d["memory"].update(data_rate_gbps=0),
      "$.memory.data_rate_gbps", "> 0"),
     # NaN passes every schema bound (NaN > 0 and NaN <= 0 are both false)

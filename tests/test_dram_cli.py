@@ -202,3 +202,25 @@ def test_a_trace_whose_cycles_go_backwards_is_refused(capsys, tmp_path):
             pass
     trace.write_text("0x0 READ 4\n0x40 WRITE 4\n")  # equal cycles are fine
     assert run_dram(capsys, str(trace))[0] == 0
+
+
+def test_a_long_wait_says_what_it_is(capsys):
+    """A first run compiles the engine for seconds: past notice.SLOW_S a line says so; a
+    short wait prints nothing, and an engine already compiled takes no notice at all."""
+    import time
+
+    from simulator import notice
+    from simulator.dram import engine as E
+    from simulator.dram.system import _first_call
+
+    with notice.if_slow("busy compiling", after_s=0.05):
+        time.sleep(0.3)
+    assert capsys.readouterr().err == "busy compiling\n"
+    with notice.if_slow("never shown", after_s=5):
+        pass
+    time.sleep(0.05)
+    assert capsys.readouterr().err == ""
+    if E.run_channels.signatures:  # (compiled by an earlier test in this process)
+        with _first_call(E.run_channels):
+            time.sleep(notice.SLOW_S + 0.2)
+        assert capsys.readouterr().err == ""

@@ -95,6 +95,8 @@ def test_rerun_skips_finished_points_and_retries_failed_ones(tmp_path, monkeypat
     ("bus_width_bits=256,100", "expected a multiple of channel_width_bits"),
     ("nRC=90,10", "nRC >= nRAS + nRP"),
     ("data_rate_gbps=14,nan", "$.memory.data_rate_gbps: expected a finite number"),
+    ("data_rate_gbps=14,1e308", "$.memory.data_rate_gbps: expected a finite number of magnitude"),
+    ("l2_bytes=1e308", "$.cache.l2_bytes: expected a finite number of magnitude at most 2**53"),
     ("nBL=2,4", "$.memory.timing.cycles_ck.nBL: expected 2: a BL16 burst"),
     ("data_rate_gbps=14,0.001", "$.memory.data_rate_gbps: impossible timing set at this data rate"),
     ("data_rate_gbps=", "expected NAME=VALUE"),
