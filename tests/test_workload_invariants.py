@@ -86,3 +86,22 @@ def test_any_step_is_consistent(raw):
     if spec.micro_batches > 1:
         whole = build_trace(dataclasses.replace(spec, micro_batches=1))
         assert whole.flops(Phase.FORWARD) == trace.flops(Phase.FORWARD)
+
+
+def test_every_shipped_workload_runs_on_every_card():
+    """The whole matrix at the analytic roofline, and the GDDR6 replay of the small workloads
+    on every GDDR6 card (every pair at its default fidelity takes minutes: run it with
+    `python -m simulator sweep WORKLOADS --hardware CARDS`)."""
+    from simulator.config.hardware import hardware_names, load_hardware
+    from simulator.config.workload import workload_names
+    from simulator.pipeline import Step, analyze
+
+    steps = {w: Step(w) for w in workload_names()}
+    for card in hardware_names():
+        hw = load_hardware(card)
+        for name, step in steps.items():
+            r = analyze(step, hw, fidelity="analytic")
+            assert r.estimate.step_time_s > 0, (card, name)
+            if hw.memory.replayable and name in ("cnn", "stream"):
+                sampled = analyze(step, hw, fidelity="sampled").estimate.step_time_s
+                assert sampled > 0, (card, name)
