@@ -1,0 +1,247 @@
+"""Predicted against measured: the simulator on public measurements of GDDR6 GPUs.
+
+    python benchmarks/measured_fidelity.py [--sample N] [--fidelity F] [--only PART] [--json]
+
+Kernels: T4 GEMMs (linear and bmm), convolutions and vector ops (elementwise, softmax, layer
+norm) measured alone by NeuSight, each built as a one-kernel step and timed by the simulator
+(the kernel's launch gap included, as a lone measured kernel includes its own). End to end:
+Lambda's ResNet-50 training throughput on seven GDDR6 cards (step = batch / images per second)
+and NeuSight's L4 BERT-large forward and backward. Data and sources: benchmarks/measured/.
+
+Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
+max absolute error as fractions of the measured time. `--json` prints
+{"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ...}, each with
+`cases`, `median_abs_error`, `p90_abs_error` and `max_abs_error`, and its `rows`.
+
+Kernel cases are a seeded random sample of each file (`--sample`, per class; 0: every row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from simulator.config.hardware import Hardware, load_hardware  # noqa: E402
+from simulator.config.loader import read_json  # noqa: E402
+from simulator.config.workload import parse_workload  # noqa: E402
+from simulator.pipeline import analyze  # noqa: E402
+from simulator.replay import replay  # noqa: E402
+from simulator.workload import layers as L  # noqa: E402
+from simulator.workload.allocator import place  # noqa: E402
+from simulator.workload.builder import TraceBuilder  # noqa: E402
+from simulator.workload.trace import Category, Phase, Trace, Unit  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "measured"
+REPO = Path(__file__).resolve().parent.parent
+SEED = 20251204
+MS = 1e-3
+
+
+# --- one-kernel steps -------------------------------------------------------------------------
+def _builder() -> TraceBuilder:
+    return TraceBuilder("kernel", "fp32")
+
+
+def _input(b: TraceBuilder, name: str, shape: tuple[int, ...]):
+    return b.tensor(name, shape, Category.INPUT)
+
+
+def gemm_trace(row: dict) -> Trace:
+    """`nn.Linear(k, n)` on m rows, or `torch.bmm` of `batch` (m x k)(k x n) products."""
+    b = _builder()
+    m, n, k, batch = (int(row[c]) for c in ("m", "n", "k", "batch"))
+    if row["op"] == "linear":
+        w = b.parameter("linear.weight", (n, k), matmul_weight=True)
+        bias = b.parameter("linear.bias", (n,)) if int(row["bias"]) else None
+        L.linear(b, _input(b, "x", (m, k)), w, bias, "linear")
+    else:
+        x, y = _input(b, "a", (batch, m, k)), _input(b, "b", (batch, k, n))
+        out = b.activation("bmm.out", (batch, m, n), x, y)
+        b.op("bmm", "matmul", [x, y], [out], 2 * batch * m * n * k, Unit.MATRIX,
+             math_dtype="fp32")
+    return b.trace()
+
+
+def conv_trace(row: dict) -> Trace:
+    """`nn.Conv2d(in, out, kernel, stride, padding, bias=False)` forward."""
+    b = _builder()
+    n, c_in, c_out, k, size, stride, pad = (int(row[c]) for c in (
+        "batch", "in_channels", "out_channels", "kernel_size", "input_size", "stride",
+        "padding"))
+    w = b.parameter("conv.weight", (c_out, c_in, k, k), matmul_weight=True)
+    L.conv2d(b, _input(b, "x", (n, c_in, size, size)), w, None, stride, pad, "conv")
+    return b.trace()
+
+
+BINARY = ("add", "mul", "div", "pow")
+
+
+def vector_trace(row: dict) -> Trace:
+    """One op on a rows x cols tensor: binary, with a scalar (`...u`), unary, softmax over
+    cols, or LayerNorm(cols)."""
+    b = _builder()
+    shape = (int(row["rows"]), int(row["cols"]))
+    op = row["op"]
+    x = _input(b, "x", shape)
+    if op == "ln":
+        w, bias = b.parameter("ln.weight", shape[-1:]), b.parameter("ln.bias", shape[-1:])
+        L.layer_norm(b, x, w, bias, "ln")
+        return b.trace()
+    reads = [x, _input(b, "y", shape)] if op in BINARY else [x]
+    out = b.activation(f"{op}.out", shape, x)
+    b.op(op, "elementwise", reads, [out])
+    return b.trace()
+
+
+KERNELS: dict[str, tuple[str, Callable[[dict], Trace]]] = {
+    "gemm": ("t4_fp32_gemm.csv", gemm_trace),
+    "conv2d": ("t4_fp32_conv2d.csv", conv_trace),
+    "vector": ("t4_fp32_vector_ops.csv", vector_trace),
+}
+
+
+def _forward_s(trace: Trace, hw: Hardware, fidelity: str, memo: dict) -> float:
+    est = replay(trace, hw, fidelity, dram_memo=memo, placement=place(trace))
+    return sum(o.time_s for o in est.ops if o.op.phase == Phase.FORWARD)
+
+
+def kernel_rows(kind: str, sample: int, fidelity: str, hw: Hardware, memo: dict) -> list[dict]:
+    file, build = KERNELS[kind]
+    with (DATA / file).open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    if sample and sample < len(rows):
+        rows = random.Random(f"{SEED}-{kind}").sample(rows, sample)
+    out = []
+    for row in rows:
+        measured = float(row["latency_ms"]) * MS
+        predicted = _forward_s(build(row), hw, fidelity, memo)
+        case = " ".join(f"{k}={v}" for k, v in row.items() if k != "latency_ms")
+        out.append(_result(f"t4 {case}", predicted, measured))
+    return out
+
+
+# --- whole steps ------------------------------------------------------------------------------
+def _workload(raw: dict, name: str):
+    return parse_workload(raw, f"{name} (benchmarks/measured_fidelity.py)")
+
+
+def lambda_rows(fidelity: str) -> list[dict]:
+    """ResNet-50 v1.5 training steps: Lambda's batch, AMP or fp32 with TF32 allowed."""
+    base = read_json(REPO / "workloads" / "resnet50.json")
+    out = []
+    with (DATA / "lambda_resnet50_train.csv").open(newline="") as f:
+        for row in csv.DictReader(f):
+            raw = json.loads(json.dumps(base))
+            raw["data"]["batch_size"] = int(row["batch_size"])
+            raw["training"]["execution"] = {"allow_tf32_matmul": True}
+            if row["precision"] == "amp":
+                raw["training"]["mixed_precision"] = "fp16"
+            spec = _workload(raw, "resnet50")
+            hw = load_hardware(row["hardware"])
+            step = analyze(spec, hw, fidelity=fidelity).estimate.step_time_s
+            measured = int(row["batch_size"]) / float(row["images_per_s"])
+            out.append(_result(f"{row['hardware']} resnet50 {row['precision']} batch "
+                               f"{row['batch_size']} ({row['lambda_system']}, "
+                               f"{row['run_date']})", step, measured))
+    return out
+
+
+# NeuSight's whole-step figures for BERT-large on the L4 (benchmarks/measured/README.md)
+BERT_LARGE_L4_MS = {Phase.FORWARD: 102.76, Phase.BACKWARD: 213.54}
+BERT_LARGE = {
+    "format_version": 1, "name": "bert-large-neusight",
+    "model": {"type": "encoder_only_transformer", "vocab_size": 30522, "n_layer": 24,
+              "d_model": 1024, "n_head": 16, "d_ff": 4096, "max_positions": 512,
+              "type_vocab_size": 2, "dropout": 0.1},
+    "data": {"batch_size": 2, "seq_len": 512},
+    "training": {"dtype": "fp32", "loss": "cross_entropy",
+                 "optimizer": {"type": "adamw"}, "execution": {"attention": "math"}},
+}
+
+
+def bert_rows(fidelity: str) -> list[dict]:
+    est = analyze(_workload(BERT_LARGE, "bert-large"), load_hardware("l4"),
+                  fidelity=fidelity).estimate
+    return [_result(f"l4 bert-large 2x512 fp32 {phase.value}", est.phase(phase).time_s,
+                    ms * MS) for phase, ms in BERT_LARGE_L4_MS.items()]
+
+
+# --- summary ----------------------------------------------------------------------------------
+def _result(case: str, predicted_s: float, measured_s: float) -> dict:
+    return {"case": case, "predicted_ms": predicted_s / MS, "measured_ms": measured_s / MS,
+            "error": (predicted_s - measured_s) / measured_s}
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def summary(rows: list[dict]) -> dict:
+    errors = [abs(r["error"]) for r in rows]
+    return {"cases": len(rows),
+            "median_abs_error": statistics.median(errors) if errors else None,
+            "p90_abs_error": _quantile(errors, 0.9) if errors else None,
+            "max_abs_error": max(errors) if errors else None,
+            "median_signed_error": statistics.median(r["error"] for r in rows) if rows
+            else None,
+            "rows": rows}
+
+
+def run(sample: int, fidelity: str, only: str | None) -> dict:
+    doc: dict = {"fidelity": fidelity, "sample_per_kernel_class": sample}
+    if only in (None, "kernels"):
+        t4, memo = load_hardware("t4"), {}
+        doc["kernels"] = {kind: summary(kernel_rows(kind, sample, fidelity, t4, memo))
+                          for kind in KERNELS}
+    if only in (None, "end_to_end"):
+        doc["end_to_end"] = summary(lambda_rows(fidelity) + bert_rows(fidelity))
+    return doc
+
+
+def _line(name: str, s: dict) -> str:
+    return (f"{name:<12} {s['cases']:>6} cases  median |err| {s['median_abs_error']:7.1%}  "
+            f"p90 {s['p90_abs_error']:7.1%}  max {s['max_abs_error']:8.1%}  "
+            f"(median signed {s['median_signed_error']:+.1%})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sample", type=int, default=300,
+                    help="kernel cases per class, a seeded sample (0: all; default 300)")
+    ap.add_argument("--fidelity", default="sampled", choices=("analytic", "sampled", "cycle"))
+    ap.add_argument("--only", choices=("kernels", "end_to_end"))
+    ap.add_argument("--json", action="store_true", help="print the JSON document")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    doc = run(args.sample, args.fidelity, args.only)
+    if args.json:
+        json.dump(doc, sys.stdout, indent=1)
+        print()
+        return 0
+    if "end_to_end" in doc:
+        print(f"{'end-to-end case':<64} {'predicted ms':>12} {'measured ms':>12} {'error':>8}")
+        for r in doc["end_to_end"]["rows"]:
+            print(f"{r['case']:<64} {r['predicted_ms']:>12.2f} {r['measured_ms']:>12.2f} "
+                  f"{r['error']:>+8.1%}")
+        print()
+    print(f"summary ({args.fidelity} fidelity; errors as fractions of the measured time):")
+    for kind, s in doc.get("kernels", {}).items():
+        print(_line(kind, s))
+    if "end_to_end" in doc:
+        print(_line("end_to_end", doc["end_to_end"]))
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

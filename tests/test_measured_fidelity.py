@@ -1,0 +1,49 @@
+"""benchmarks/measured_fidelity.py: its JSON contract, and that each case is what it names."""
+
+import importlib.util
+import sys
+
+import pytest
+from conftest import REPO
+
+from simulator.pipeline import analyze
+
+
+@pytest.fixture(scope="module")
+def harness():
+    path = REPO / "benchmarks" / "measured_fidelity.py"
+    spec = importlib.util.spec_from_file_location("measured_fidelity", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["measured_fidelity"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_json_document_has_every_class_and_its_errors(harness):
+    doc = harness.run(sample=5, fidelity="analytic", only=None)
+    assert set(doc["kernels"]) == {"gemm", "conv2d", "vector"}
+    for part in [*doc["kernels"].values(), doc["end_to_end"]]:
+        errors = sorted(abs(r["error"]) for r in part["rows"])
+        assert part["cases"] == len(part["rows"]) > 0
+        assert part["max_abs_error"] == errors[-1]
+        assert errors[0] <= part["median_abs_error"] <= part["p90_abs_error"] <= errors[-1]
+        for r in part["rows"]:
+            assert r["error"] == pytest.approx(r["predicted_ms"] / r["measured_ms"] - 1)
+    assert doc["kernels"]["gemm"]["cases"] == 5
+    # 7 cards' ResNet-50 (fp32 and AMP, one missing) and the L4 BERT-large's two phases
+    assert doc["end_to_end"]["cases"] == 17
+
+
+def test_a_case_is_the_step_it_names(harness):
+    """The Lambda 2080 Ti fp32 point is resnet50.json at batch 100 with TF32 allowed (Turing
+    has none), as `run` times it; its measured step is batch over images per second."""
+    rows = harness.lambda_rows("analytic")
+    row = next(r for r in rows if r["case"].startswith("rtx-2080-ti resnet50 fp32 batch 100"))
+    assert row["measured_ms"] == pytest.approx(100 / 275.10 * 1e3)
+    spec = harness._workload({**harness.read_json(REPO / "workloads" / "resnet50.json"),
+                              "data": {"batch_size": 100}}, "resnet50")
+    step = analyze(spec, "rtx-2080-ti", fidelity="analytic").estimate.step_time_s
+    assert row["predicted_ms"] == pytest.approx(step * 1e3)
+    gemm = harness.gemm_trace({"op": "linear", "batch": "1", "m": "64", "n": "32", "k": "16",
+                               "bias": "1"})
+    assert [o.kind for o in gemm.ops] == ["matmul"] and gemm.ops[0].flops == 2 * 64 * 32 * 16
