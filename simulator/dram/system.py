@@ -28,8 +28,9 @@ from simulator.errors import InputError
 from simulator.threads import LazyPool, usable_cpus
 from simulator.units import BITS_PER_BYTE, tck_ns
 
-# Micron's GDDR6 "average device power" per bit moved (shared/reference/gddr6.md 1.5); a
-# hardware file may state its own `memory.energy_pj_per_bit`.
+# Micron's GDDR6 "average device power" per bit moved, as the hardware files cite it
+# (micron.com/products/ultra-bandwidth-solutions); a hardware file may state its own
+# `memory.energy_pj_per_bit`.
 DEFAULT_GDDR6_PJ_PER_BIT = 7.5
 # With per-channel front ends the channels run apart, shared out among threads; a thread is
 # worth starting for this many requests of a feed

@@ -25,7 +25,8 @@ from simulator.units import GB
 from simulator.workload.trace import DTYPE_BYTES, Access, Op
 
 # When no L2 bandwidth is measured for a card: this multiple of its DRAM peak, the L40's
-# measured ratio (about 5.25 TB/s over 864 GB/s, gpu-benches; shared/reference/gddr6.md 3.3).
+# measured ratio (about 5.25 TB/s over 864 GB/s: gpu-benches' gpu-l2-cache and its DRAM
+# stream on the L40, github.com/te42kyfo/gpu-benches at 1c36d50).
 ESTIMATED_L2_TO_DRAM_BANDWIDTH = 6.0
 
 
