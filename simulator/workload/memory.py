@@ -85,32 +85,33 @@ def profile(trace: Trace) -> MemoryProfile:
     cat_index = {c: i for i, c in enumerate(CATEGORIES)}
     cats = np.array([cat_index[t.category] for t in trace.tensors], dtype=np.int64)
 
-    alloc = np.zeros((n_ops + 1, len(CATEGORIES)), dtype=np.int64)   # row 0: before the step
-    free = np.zeros((n_ops, len(CATEGORIES)), dtype=np.int64)
-    np.add.at(alloc, (first[used] + 1, cats[used]), nbytes[used])
-    freed = used & (last < n_ops)
-    np.add.at(free, (last[freed], cats[freed]), nbytes[freed])
-    cum_alloc = np.cumsum(alloc, axis=0)
-    during = cum_alloc[1:] - np.vstack([np.zeros((1, len(CATEGORIES)), np.int64),
-                                        np.cumsum(free, axis=0)[:-1]])
-    live_after = cum_alloc[1:] - np.cumsum(free, axis=0)
-    totals = during.sum(axis=1)
+    # one column per category, and a last one for the optimizer step's own temporaries
+    # (counted in temporaries too): the live bytes of each, before and while each op runs
+    scratch_col = len(CATEGORIES)
     in_optimizer = np.array([op.phase == Phase.OPTIMIZER for op in trace.ops] + [False])
     scratch = used & (cats == cat_index[Category.TEMPORARY]) & in_optimizer[first]
-    optimizer_scratch = np.zeros(n_ops + 1, np.int64)
-    np.add.at(optimizer_scratch, first[scratch] + 1, nbytes[scratch])
-    scratch_freed = np.zeros(n_ops, np.int64)
-    np.add.at(scratch_freed, last[scratch & freed], nbytes[scratch & freed])
-    scratch_during = np.cumsum(optimizer_scratch)[1:] - np.concatenate(
-        [[0], np.cumsum(scratch_freed)[:-1]])
+    freed = used & (last < n_ops)
+    alloc = np.zeros((n_ops + 1, scratch_col + 1), dtype=np.int64)   # row 0: before the step
+    free = np.zeros((n_ops, scratch_col + 1), dtype=np.int64)
+    for sel, col in ((used, cats), (scratch, np.full_like(cats, scratch_col))):
+        np.add.at(alloc, (first[sel] + 1, col[sel]), nbytes[sel])
+        gone = sel & freed
+        np.add.at(free, (last[gone], col[gone]), nbytes[gone])
+    cum_alloc = np.cumsum(alloc, axis=0)
+    cum_free = np.cumsum(free, axis=0)
+    during_all = cum_alloc[1:] - np.vstack([np.zeros((1, scratch_col + 1), np.int64),
+                                            cum_free[:-1]])
+    during, live_after = during_all[:, :scratch_col], (cum_alloc[1:] - cum_free)[:, :scratch_col]
+    start_bytes = int(cum_alloc[0, :scratch_col].sum())
+    totals = during.sum(axis=1)
     peak_op = int(np.argmax(totals)) if n_ops else 0
     return MemoryProfile(
-        peak_bytes=int(totals[peak_op]) if n_ops else int(cum_alloc[0].sum()),
+        peak_bytes=int(totals[peak_op]) if n_ops else start_bytes,
         peak_op=peak_op,
         peak_phase=trace.ops[peak_op].phase if n_ops else Phase.FORWARD,
         at_peak={c: int(during[peak_op, i]) for i, c in enumerate(CATEGORIES)} if n_ops else {},
         live_after=live_after,
         during=during,
-        start_bytes=int(cum_alloc[0].sum()),
-        optimizer_scratch=scratch_during,
+        start_bytes=start_bytes,
+        optimizer_scratch=during_all[:, scratch_col],
     )
