@@ -50,6 +50,15 @@ POLICIES = {"scheduler": SCHEDULERS, "page_policy": PAGE_POLICIES, "refresh": RE
             "frontend": FRONTENDS}
 
 
+class SettingError(ValueError):
+    """An impossible controller setting, naming the setting (a hardware file's error points
+    to it as `$.memory.controller.SETTING`)."""
+
+    def __init__(self, setting: str, expected: str):
+        super().__init__(f"{setting}: {expected}")
+        self.setting, self.expected = setting, expected
+
+
 @dataclass(frozen=True)
 class ControllerConfig:
     """Per channel. The defaults are Ramulator 2's generic controller with FR-FCFS, open page
@@ -70,21 +79,25 @@ class ControllerConfig:
     mapping: AddressMapping = field(default_factory=AddressMapping)
 
     def __post_init__(self):
-        """ValueError for an unknown policy or an impossible setting: the Python API gets
-        the same refusal a hardware file gets from its schema, never a silent default."""
+        """SettingError (a ValueError) for an unknown policy or an impossible setting: the
+        Python API gets the same refusal a hardware file gets, never a silent default."""
         for name, allowed in POLICIES.items():
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name}: expected one of {', '.join(allowed)}, got "
-                                 f"{getattr(self, name)!r}")
+                raise SettingError(name, f"expected one of {', '.join(allowed)}, got "
+                                         f"{getattr(self, name)!r}")
         for name in ("read_buffer", "write_buffer", "active_buffer"):
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name}: expected at least 1, got {getattr(self, name)}")
+                raise SettingError(name, f"expected at least 1, got {getattr(self, name)}")
         if self.refresh_postpone < 0:
-            raise ValueError(f"refresh_postpone: expected 0 or more, got "
-                             f"{self.refresh_postpone}")
-        if not 0 <= self.write_low_watermark < self.write_high_watermark <= 1:
-            raise ValueError(f"expected 0 <= write_low_watermark ({self.write_low_watermark})"
-                             f" < write_high_watermark ({self.write_high_watermark}) <= 1")
+            raise SettingError("refresh_postpone",
+                               f"expected 0 or more, got {self.refresh_postpone}")
+        low, high = self.write_low_watermark, self.write_high_watermark
+        for name, value in (("write_low_watermark", low), ("write_high_watermark", high)):
+            if not 0 <= value <= 1:
+                raise SettingError(name, f"expected a share from 0 to 1, got {value}")
+        if low >= high:
+            raise SettingError("write_low_watermark", f"expected write_low_watermark < "
+                                                      f"write_high_watermark ({high}), got {low}")
 
     def settings(self) -> dict:
         """The settings as a hardware file's `memory.controller` block states them (the

@@ -198,7 +198,6 @@ def _memory(raw: dict, file: str) -> MemorySpec:
             raise InputError("'timing' is required for GDDR memory (a datasheet timing set)",
                              file=file, path="$.memory")
         cycles, reference_gbps, source = _timing_set(m, file)
-        t = {"reference_data_rate_gbps": reference_gbps}
         ref = GDDR6Timing.from_cycles(cycles)
         if ref.nBL != BURST_CK:  # else the engine's data bus and the stated peak disagree
             raise InputError(
@@ -210,7 +209,7 @@ def _memory(raw: dict, file: str) -> MemorySpec:
         timing = ref.at_data_rate(reference_gbps, m["data_rate_gbps"])
         problems = timing.problems()
         if problems:  # the set holds at its own data rate, so the rate is what breaks it
-            _broken_at_rate("impossible timing set", problems[0][1], t, file)
+            _broken_at_rate("impossible timing set", problems[0][1], reference_gbps, file)
     elif "timing" in m or "wck_mode" in m:
         key = "timing" if "timing" in m else "wck_mode"
         raise InputError(f"'{key}' applies to GDDR memory only, got type {m['type']}",
@@ -268,19 +267,18 @@ def _check_refresh(hw: Hardware, raw: dict, file: str) -> None:
     if text is None:
         return
     cycles, reference_gbps, _ = _timing_set(raw["memory"], file)
-    stated = {"reference_data_rate_gbps": reference_gbps}
     as_stated = refresh_problem(GDDR6Timing.from_cycles(cycles), per_bank, banks)
     if as_stated is not None:
         raise InputError(f"expected {as_stated}", file=file,
                          path="$.memory.timing.cycles_ck.nREFI")
-    _broken_at_rate("per-bank refresh impossible", text, stated, file)
+    _broken_at_rate("per-bank refresh impossible", text, reference_gbps, file)
 
 
-def _broken_at_rate(what: str, expected: str, timing: dict, file: str) -> None:
+def _broken_at_rate(what: str, expected: str, reference_gbps: float, file: str) -> None:
     """A timing set that holds as stated, broken by the rescaling to the card's data rate:
     the data rate is named, not the stated cycles."""
     raise InputError(f"{what} at this data rate: expected {expected} (the set given at "
-                     f"{timing['reference_data_rate_gbps']:g} Gb/s, its analog timings kept "
+                     f"{reference_gbps:g} Gb/s, its analog timings kept "
                      f"in ns, rounded up to this rate's CK)", file=file,
                      path="$.memory.data_rate_gbps")
 
@@ -305,17 +303,11 @@ def _address_mapping(raw: dict, memory: MemorySpec, file: str) -> AddressMapping
 def _controller(raw: dict, memory: MemorySpec, file: str) -> tuple[ControllerConfig, str]:
     """The card's effective controller and where it comes from (config.controller.effective)."""
     stated = raw["memory"].get("controller")
-    if stated is not None:
-        merged = {**ControllerConfig().settings(), **stated}
-        low, high = merged["write_low_watermark"], merged["write_high_watermark"]
-        if low >= high:
-            raise InputError(f"expected write_low_watermark < write_high_watermark "
-                             f"({high}), got {low}", file=file,
-                             path="$.memory.controller.write_low_watermark")
     try:
         return controllers.effective(stated, _address_mapping(raw, memory, file))
-    except ValueError as exc:
-        raise InputError(str(exc), file=file, path="$.memory.controller") from None
+    except controllers.SettingError as exc:
+        raise InputError(exc.expected, file=file,
+                         path=f"$.memory.controller.{exc.setting}") from None
 
 
 def hardware_names() -> list[str]:
