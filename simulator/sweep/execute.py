@@ -71,12 +71,15 @@ def run_point(workload: str, hardware: Hardware, fidelity: str) -> dict[str, Any
 
 
 def _step(workload: str):
-    """The workload's trace, placement and memory profile, made once per process for each
-    content of its file (a Dask worker outlives a sweep: an edited file is generated again)."""
+    """The workload's trace, placement and memory profile, made once per process (a Dask
+    worker outlives a sweep: an edited workload file is generated again). Keyed by the file's
+    stat, not its digest, which would read a large trace file again for every point."""
     from simulator.pipeline import Step
 
-    key = (workload, workload_digest(workload))
-    if key[1].startswith("unreadable"):
+    try:
+        st = resources.resolve("workloads", workload).stat()
+        key = (workload, st.st_mtime_ns, st.st_size)
+    except (OSError, InputError):
         return Step(workload)  # reading it again says what is wrong
     if key not in _STEPS:
         if len(_STEPS) >= 16:

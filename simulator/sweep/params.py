@@ -17,7 +17,6 @@ from simulator.config.hardware import (
     GDDR_TYPES,
     PEAK_KEYS,
     Hardware,
-    devices_for_bus,
     parse_hardware,
 )
 from simulator.config.loader import schema, validate
@@ -37,6 +36,8 @@ ALIASES = {
     "price_usd": "price_usd",
     "tdp_w": "tdp_w",
 }
+
+
 def _timing_names() -> tuple[str, ...]:
     t = schema("hardware")["$defs"]["gddr6_timing"]["properties"]["cycles_ck"]
     return tuple(t["properties"])
@@ -93,12 +94,9 @@ def apply(raw: dict, settings: dict[str, Any], where: str, compared: bool = Fals
 
 
 def _fill_bus(m: dict) -> None:
-    """The devices that fill the (new) bus; a bus they cannot fill is the loader's error."""
-    if "devices" not in m:
-        return  # derived as the file loads
-    if isinstance(m.get("bus_width_bits"), int) and m.get("channel_width_bits"):
-        m["devices"] = max(1, devices_for_bus(m["bus_width_bits"], m["channel_width_bits"],
-                                              m["channels_per_device"], bool(m["clamshell"])))
+    """A new bus or clamshell mode: the devices are derived again as the file loads (a bus
+    they cannot fill is the loader's error)."""
+    m.pop("devices", None)
 
 
 def _describe(settings: dict[str, Any]) -> str:
