@@ -19,6 +19,7 @@ Kernel cases are a seeded random sample of each file (`--sample`, per class; 0: 
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import json
 import random
@@ -27,6 +28,8 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -140,7 +143,7 @@ def lambda_rows(fidelity: str) -> list[dict]:
     out = []
     with (DATA / "lambda_resnet50_train.csv").open(newline="") as f:
         for row in csv.DictReader(f):
-            raw = json.loads(json.dumps(base))
+            raw = copy.deepcopy(base)
             raw["data"]["batch_size"] = int(row["batch_size"])
             raw["training"]["execution"] = {"allow_tf32_matmul": True}
             if row["precision"] == "amp":
@@ -181,16 +184,12 @@ def _result(case: str, predicted_s: float, measured_s: float) -> dict:
             "error": (predicted_s - measured_s) / measured_s}
 
 
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def summary(rows: list[dict]) -> dict:
     errors = [abs(r["error"]) for r in rows]
     return {"cases": len(rows),
             "median_abs_error": statistics.median(errors) if errors else None,
-            "p90_abs_error": _quantile(errors, 0.9) if errors else None,
+            "p90_abs_error": float(np.quantile(errors, 0.9, method="nearest")) if errors
+            else None,
             "max_abs_error": max(errors) if errors else None,
             "median_signed_error": statistics.median(r["error"] for r in rows) if rows
             else None,

@@ -397,7 +397,7 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, args):
         assert "kept in" in err.splitlines()[-1]
 
 
-def test_small_frictions_of_a_first_session(tmp_path, capsys, write_json, repo):
+def test_small_frictions_a_new_user_meets(tmp_path, capsys, write_json, repo):
     """What a new user met in one sitting: a copied card must be renamed twice before it
     loads (now one message says both rules), a typo in a sweep's workload blamed --hardware,
     `dram` alone required --hardware, no --version, --own-windows silently ignored."""
