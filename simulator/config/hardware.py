@@ -158,8 +158,8 @@ def _timing_set(m: dict, file: str) -> tuple[dict[str, int], float, str]:
         raise exc.in_file(file) from None
     preset = load(path, "hardware", part="timing_preset")
     if Path(path).stem != preset["name"]:
-        raise InputError(f"expected the name to equal the file name '{Path(path).stem}', got "
-                         f"'{preset['name']}'", file=str(path), path="$.name")
+        raise InputError(_name_expected(Path(path).stem, preset["name"]), file=str(path),
+                         path="$.name")
     own = t.get("cycles_ck", {})
     source = t.get("source", preset["source"])
     if own:

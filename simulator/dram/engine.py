@@ -113,7 +113,7 @@ INF = np.int64(1) << np.int64(62)
 # LLVM folds the constant after inlining all the same.
 NONE = np.int64(-1)   # no bank, no rule bank: the helpers' "none" argument
 ADD, REMOVE = np.int64(1), np.int64(-1)  # a request counted into, or out of, the tallies
-ACTIVE_BUF = np.int64(2)  # ABUF as an argument
+ACTIVE_BUF = np.int64(ABUF)  # ABUF as an argument
 RECORD, COMPARE = np.bool_(True), np.bool_(False)  # _idle_probe's two uses
 NO_RULE = -(np.int64(1) << np.int64(40))  # a latency that never binds
 LAT_BINS = 1 << 16
