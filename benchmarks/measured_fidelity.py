@@ -113,7 +113,9 @@ KERNELS: dict[str, tuple[str, Callable[[dict], Trace]]] = {
 
 
 def _forward_s(trace: Trace, hw: Hardware, fidelity: str, memo: dict) -> float:
-    est = replay(trace, hw, fidelity, dram_memo=memo, placement=place(trace))
+    """A lone op as NeuSight timed it: after an idle pause (the card cool: gpu/clocks.py),
+    from the host's call to the kernel's end."""
+    est = replay(trace, hw, fidelity, dram_memo=memo, placement=place(trace), initial_heat=0.0)
     return sum(o.time_s for o in est.ops if o.op.phase == Phase.FORWARD)
 
 

@@ -48,7 +48,8 @@ def check_fidelity(fidelity: str, file: str | None = None, path: str | None = No
 
 
 # What limits an op: its arithmetic; DRAM streaming; DRAM latency with too few requests in flight
-# to cover it; the L2's bandwidth; or the kernel is so small its launch gap dominates.
+# to cover it; the L2's bandwidth; or the kernel is so small that the GPU waited longer for the
+# host to dispatch and launch it than it ran.
 BOUNDS = ("compute", "dram_bandwidth", "dram_latency", "l2", "launch")
 # Bounds that memory sets: DRAM or L2. A launch-bound op is not among them: its time is the gap
 # before a kernel too small to hide it, which neither faster memory nor more FLOP/s shortens.
@@ -85,7 +86,8 @@ class OpTime:
     ceiling: str         # the compute ceiling used (hardware peak_tflops key)
     bound: str           # one of BOUNDS
     l2_s: float = 0.0    # every byte through the L2 at its bandwidth (replay only)
-    launch_s: float = 0.0  # idle gap before the kernel starts (replay only)
+    launch_s: float = 0.0  # GPU idle before the kernel: host dispatch not yet done, then the
+    #                        launch gap (replay only)
     dram_bytes: int | None = None  # bytes to and from DRAM after the L2; None: every byte
 
     @property

@@ -107,6 +107,10 @@ class Hardware:
     energy_pj_per_bit: float | None = None
     l2_bandwidth_GBps: float | None = None      # measured; None: the replay estimates it
     kernel_launch_overhead_us: float | None = None  # None: the compute model's default
+    # SM clocks, MHz: the rated boost the peaks are counted at, and the one held under load;
+    # None when the file states none (the replay then runs at the boost clock)
+    boost_clock_mhz: float | None = None
+    sustained_clock_mhz: float | None = None
     # SHA-256 of the description as loaded (after any sweep setting): what a stored result
     # of this card was computed from
     content_digest: str = ""
@@ -239,6 +243,8 @@ def parse_hardware(raw: dict, file: str) -> Hardware:
         energy_pj_per_bit=raw["memory"].get("energy_pj_per_bit"),
         l2_bandwidth_GBps=raw.get("cache", {}).get("l2_bandwidth_GBps"),
         kernel_launch_overhead_us=compute.get("kernel_launch_overhead_us"),
+        boost_clock_mhz=compute.get("clocks_mhz", {}).get("boost"),
+        sustained_clock_mhz=compute.get("clocks_mhz", {}).get("sustained"),
         content_digest=hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest(),
         runtime_reserve=runtime_reserve(raw["vendor"], raw.get("chip", "")))
     _check_refresh(hw, raw, file)

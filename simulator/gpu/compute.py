@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 from simulator.config.hardware import Hardware
 from simulator.errors import InputError
+from simulator.gpu.clocks import clocks
+from simulator.gpu.library import KernelFamily, kernel_family
 from simulator.units import TERA
-from simulator.workload.trace import Category, Op, Unit
+from simulator.workload.trace import DTYPE_BYTES, Category, Op, Unit
 
 # Ceiling preference per (unit, math type), best first.
 _MATRIX = {
@@ -91,10 +93,11 @@ class GemmShape:
 class KernelCompute:
     """Time the op's arithmetic takes, with the losses a roofline at peak does not show."""
 
-    ceiling: Ceiling
+    ceiling: Ceiling         # the datasheet peak; the kernel runs at the sustained clock
     time_s: float
     tile_efficiency: float   # useful share of the padded output tiles
     wave_efficiency: float   # share of SMs busy over the waves of tiles
+    library_efficiency: float = 1.0  # main loop x per-tile overhead (gpu/library.py)
 
 
 def gemm_shape(op: Op) -> GemmShape | None:
@@ -135,29 +138,68 @@ def _operand_dims(op: Op, out_numel: int) -> tuple[int, int] | None:
     return None
 
 
-def quantization(shape: GemmShape, tile: tuple[int, int], sms: int | None) -> tuple[float, float]:
-    """(tile, wave) efficiency: tiles = batch x ceil(M/tm) x ceil(N/tn), split along K when
-    too few to fill the SMs, run in waves of one tile per SM; the last wave and the padded
-    tile edges do no useful work."""
+@dataclass(frozen=True)
+class TilePlan:
+    """How the library lays a GEMM out on the SMs."""
+
+    tile: tuple[int, int]
+    split_k: int             # K split across this many blocks when too few tiles fill the SMs
+    tile_efficiency: float   # useful share of the padded output tiles
+    wave_efficiency: float   # share of SMs busy over the waves of tiles
+
+    @property
+    def efficiency(self) -> float:
+        return self.tile_efficiency * self.wave_efficiency
+
+
+def tile_plan(shape: GemmShape, tile: tuple[int, int], sms: int | None) -> TilePlan:
+    """Tiles = batch x ceil(M/tm) x ceil(N/tn), split along K when too few to fill the SMs,
+    run in waves of one tile per SM; the last wave and the padded tile edges do no useful
+    work."""
     tm, tn = tile
     rows, cols = math.ceil(shape.m / tm), math.ceil(shape.n / tn)
     tile_eff = shape.m * shape.n / (rows * tm * cols * tn)
     if not sms:
-        return tile_eff, 1.0
+        return TilePlan(tile, 1, tile_eff, 1.0)
     tiles = shape.batch * rows * cols
-    if tiles < sms:
-        tiles *= max(1, min(sms // tiles, shape.k // MIN_SPLIT_K))
-    return tile_eff, tiles / (math.ceil(tiles / sms) * sms)
+    split = max(1, min(sms // tiles, shape.k // MIN_SPLIT_K)) if tiles < sms else 1
+    tiles *= split
+    return TilePlan(tile, split, tile_eff, tiles / (math.ceil(tiles / sms) * sms))
 
 
-def kernel_compute(hw: Hardware, op: Op) -> KernelCompute:
+def gemm_plan(shape: GemmShape, family: KernelFamily, sms: int | None,
+              element_bytes: int | None = None) -> tuple[TilePlan, float]:
+    """The tile plan the library picks (the one that finishes first) and the library's own
+    efficiency on it: main loop x per-tile overhead x operand alignment (`element_bytes`:
+    the operands' element size, None where the layout is the library's own, convolutions)."""
+    align = 1.0 if element_bytes is None else \
+        family.alignment_efficiency(shape.k, shape.n, element_bytes)
+
+    def library(plan: TilePlan) -> float:
+        return family.mainloop * align * family.k_efficiency(shape.k / plan.split_k)
+
+    plan = max((tile_plan(shape, t, sms) for t in TILES),
+               key=lambda p: p.efficiency * library(p))
+    return plan, library(plan)
+
+
+def kernel_compute(hw: Hardware, op: Op, clock_scale: float | None = None) -> KernelCompute:
+    """The op's arithmetic through the library's kernel (its tile plan, main loop and per-tile
+    overhead: gpu/library.py) at `clock_scale` x the boost clock; None: the clock the card
+    holds under sustained load (gpu/clocks.py)."""
     c = op_ceiling(hw, op)
+    peak = c.flops_per_s * (clocks(hw).scale if clock_scale is None else clock_scale)
+    if op.unit is not Unit.MATRIX or not op.flops:
+        return KernelCompute(c, op.flops / peak, 1.0, 1.0)
+    family = kernel_family(c.key)
     shape = gemm_shape(op)
-    if shape is None:
-        return KernelCompute(c, op.flops / c.flops_per_s, 1.0, 1.0)
-    tile_eff, wave_eff = max((quantization(shape, t, hw.sm_count) for t in TILES),
-                             key=lambda e: e[0] * e[1])
-    return KernelCompute(c, op.flops / (c.flops_per_s * tile_eff * wave_eff), tile_eff, wave_eff)
+    if shape is None:  # a fused kernel (attention): the main loop's losses, no tile plan known
+        return KernelCompute(c, op.flops / (peak * family.mainloop), 1.0, 1.0,
+                             family.mainloop)
+    element_bytes = DTYPE_BYTES[op.reads[0].tensor.dtype] if op.kind == "matmul" else None
+    plan, library = gemm_plan(shape, family, hw.sm_count, element_bytes)
+    return KernelCompute(c, op.flops / (peak * plan.efficiency * library),
+                         plan.tile_efficiency, plan.wave_efficiency, library)
 
 
 def launch_overhead_s(hw: Hardware) -> float:

@@ -1,9 +1,12 @@
 """The replay: a training step's ops through the compute model, the L2 and the GDDR6 engine.
 
-The story, as a simpy process: the GPU runs one kernel at a time. Each kernel waits its launch
-gap, then its SMs work for as long as the arithmetic (or the L2's bandwidth) takes, while the
-DRAM serves the L2's misses and write-backs as the SMs reach them. The kernel ends when both
-are done. Compute and memory overlap within a kernel; kernels run back to back.
+The story, as two simpy processes: the host dispatches the step's ops in order, each at eager
+PyTorch's per-op cost (gpu/dispatch.py), and queues their kernels. The GPU runs one kernel at
+a time: it takes the next from the queue (waiting for the host when the host is behind), waits
+its launch gap, then its SMs work for as long as the arithmetic (at the clock the card's recent
+load leaves it: gpu/clocks.py) or the L2's bandwidth takes, while the DRAM serves the L2's
+misses and write-backs as the SMs reach them. The kernel ends when both are done. Compute and
+memory overlap within a kernel; kernels run one at a time.
 
 Fidelities: `cycle` (every 32 B burst through the channel engine), `sampled` (windows of each
 op, extrapolated; see replay/memory.py) and `analytic` (estimate.py; no replay).
@@ -21,7 +24,9 @@ from simulator.config.hardware import Hardware
 from simulator.dram.system import DramStats, MemorySystem
 from simulator.errors import InputError
 from simulator.estimate import OpTime, StepEstimate, estimate
+from simulator.gpu.clocks import ClockState, clocks
 from simulator.gpu.compute import kernel_compute, launch_overhead_s
+from simulator.gpu.dispatch import dispatch_s
 from simulator.gpu.l2 import L2Cache, OpTraffic, cache_capacity, l2_bandwidth_Bps
 from simulator.replay.bottleneck import Bottlenecks, summarize
 from simulator.replay.memory import CycleMemory, SampledMemory, Service
@@ -104,7 +109,8 @@ def _bound(compute_s: float, memory_s: float, l2_s: float, launch_s: float, dram
 class Replay:
     def __init__(self, trace: Trace, hw: Hardware, fidelity: str = "sampled",
                  progress: bool = False, dram_memo: dict | None = None,
-                 placement: Placement | None = None, share_shapes: bool = True):
+                 placement: Placement | None = None, share_shapes: bool = True,
+                 initial_heat: float = 1.0):
         if fidelity not in ("cycle", "sampled"):
             raise InputError(f"expected a replay fidelity of cycle or sampled, got '{fidelity}'")
         self.trace, self.hw, self.fidelity = trace, hw, fidelity
@@ -116,6 +122,7 @@ class Replay:
         self.l2 = L2Cache(cache_capacity(hw))
         self.l2_Bps, self.l2_measured = l2_bandwidth_Bps(hw)
         self.launch_s = launch_overhead_s(hw)
+        self.clock = ClockState(clocks(hw), initial_heat)
         t = self.ms.timing
         self.tck_s = self.ms.tck_ns * 1e-9
         self.slack_s = _PACE_SLACK_LATENCIES * (t.nRCDRD + t.nCL + t.nBL) * self.tck_s
@@ -136,27 +143,41 @@ class Replay:
             self.placement.reserved_peak <= self.capacity)
         return StepEstimate(self.hw, self.trace, self.fidelity, self.timed, details)
 
+    def _host(self, env: simpy.Environment, launches: simpy.Store):
+        """The host dispatches the step's ops one after another, each at its framework cost,
+        and queues their kernels; it never waits for the GPU (no sync inside a step)."""
+        for op in self.trace.ops:
+            yield env.timeout(dispatch_s(op))
+            yield launches.put(op)
+
     def _kernel_stream(self, env: simpy.Environment):
-        ops = self.trace.ops
+        launches = simpy.Store(env)
+        env.process(self._host(env, launches))
         bar = None
         if self.progress:
             from tqdm import tqdm
-            bar = tqdm(total=len(ops), unit="op", delay=2.0, leave=False,
+            bar = tqdm(total=len(self.trace.ops), unit="op", delay=2.0, leave=False,
                        desc=f"replay ({self.fidelity})")
-        for op in ops:
+        for _ in self.trace.ops:
+            idle_from = env.now
+            op = yield launches.get()      # the GPU waits here when the host is behind
             yield env.timeout(self.launch_s)
-            kc = kernel_compute(self.hw, op)
-            demand = self.dram_demand(op, kc.time_s)
+            idle_s = env.now - idle_from
+            self.clock.idle(idle_s)
+            kc = kernel_compute(self.hw, op, clock_scale=1.0)
+            compute_s = self.clock.stretch(kc.time_s)  # the clock sinks as the SMs stay busy
+            demand = self.dram_demand(op, compute_s)
             sms = env.timeout(demand.on_chip_s)
             dram = env.process(self._dram(env, demand))
             yield sms & dram
             service: Service = dram.value
             memory_s = service.span_ck * self.tck_s
             traffic = demand.traffic
-            bound = _bound(kc.time_s, memory_s, demand.l2_s, self.launch_s, traffic.dram_bytes,
+            self.clock.busy(env.now - idle_from - idle_s)
+            bound = _bound(compute_s, memory_s, demand.l2_s, idle_s, traffic.dram_bytes,
                            self.hw.peak_bandwidth_Bps, self.slack_s)
-            self.timed.append(OpTime(op, kc.time_s, memory_s, kc.ceiling.key, bound,
-                                     demand.l2_s, self.launch_s, traffic.dram_bytes))
+            self.timed.append(OpTime(op, compute_s, memory_s, kc.ceiling.key, bound,
+                                     demand.l2_s, idle_s, traffic.dram_bytes))
             self.detail.append(OpReplay(traffic, service, kc.tile_efficiency,
                                         kc.wave_efficiency,
                                         self.memory.shares(demand.requests, demand.key)))
@@ -200,12 +221,15 @@ def traffic_shape(op: Op, traffic: OpTraffic) -> tuple:
 
 def replay(trace: Trace, hw: Hardware, fidelity: str = "sampled",
            progress: bool = False, dram_memo: dict | None = None,
-           placement: Placement | None = None, share_shapes: bool = True) -> StepEstimate:
+           placement: Placement | None = None, share_shapes: bool = True,
+           initial_heat: float = 1.0) -> StepEstimate:
     """One step replayed. `dram_memo`: a dict to keep `sampled` DRAM results in for later
     replays on the same memory system (a sweep's points); the results do not change with it,
     only the engine's totals (`ReplayDetails.dram`) then cover fewer requests. `placement`:
     the trace's, when already worked out. `share_shapes`: `sampled` ops of one traffic shape
-    share windows (SampledMemory)."""
+    share windows (SampledMemory). `initial_heat`: the SM clock's state as the step starts
+    (gpu/clocks.py): 1, hot, for a step among many; 0 for one run after an idle pause."""
     if fidelity == "analytic":
         return estimate(trace, hw)
-    return Replay(trace, hw, fidelity, progress, dram_memo, placement, share_shapes).run()
+    return Replay(trace, hw, fidelity, progress, dram_memo, placement, share_shapes,
+                  initial_heat).run()

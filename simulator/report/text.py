@@ -280,10 +280,10 @@ def bottleneck_lines(est: StepEstimate) -> list[str]:
              + ", ".join(f"{k} {fmt_seconds(v)}" for k, v in b.time_by_bound.items())]
     launch = b.time_by_bound.get("launch", 0.0)
     if launch >= LAUNCH_SHARE_SHOWN * step:
-        lines.append(f"  launch-bound share of step time: {_pct(launch / step)}, in ops "
-                     f"smaller than the {fmt_seconds(launch_overhead_s(est.hardware))} gap "
-                     "before each kernel: no change below shortens it, fusing kernels or "
-                     "CUDA graphs would")
+        lines.append(f"  launch-bound share of step time: {_pct(launch / step)}: the GPU "
+                     "waited on the host's per-op dispatch (eager PyTorch) and the "
+                     f"{fmt_seconds(launch_overhead_s(est.hardware))} launch gap; no change "
+                     "below shortens it, fusing kernels or CUDA graphs would")
     if b.dram_lost_by_cause:
         lost = sorted(b.dram_lost_by_cause.items(), key=lambda kv: -kv[1])
         lines.append(f"  DRAM in DRAM-bound ops: data bus busy {_pct(b.dram_busy_share)} of "

@@ -1,0 +1,89 @@
+"""The SM clock a card holds under load, and how fast GPU Boost moves it there.
+
+Datasheet peaks count FLOP at the rated boost clock. Under a sustained load a card holds what
+its power limit allows: a 70 W T4 drops to about 900 MHz of its 1590 MHz boost, while a 700 W
+H200 holds its 1980 MHz. The hardware file states both clocks (`compute.clocks_mhz`, with a
+source). The DRAM keeps its rated data rate (a power cap lowers the SM clock, not the memory
+clock: an RTX 3090 pinned at its 315 W cap held 9501 MHz memory in every sample,
+github.com/ashalliants/ninfer-3090 pull 72). The analytic fidelity keeps the datasheet peak:
+it is the plain roofline.
+
+The clock does not drop at once. A card that was idle starts a kernel at its boost clock and
+sinks toward the sustained one as it stays busy; idle, it recovers. `ClockState` models this
+as a first-order response, `heat` 0 (cool: boost) to 1 (at the sustained clock), with one
+time constant for both directions (`POWER_RESPONSE_S`, fitted on the T4's lone GEMMs by
+`benchmarks/fit_library_efficiency.py`). A training step in steady state starts hot; a lone
+kernel timed after an idle pause starts cool, which is why short kernels measured alone run
+near the boost clock and long ones near the sustained one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy.optimize import brentq
+
+from simulator.config.hardware import Hardware
+
+# Time constant of GPU Boost's response to load, seconds (see the module docstring).
+POWER_RESPONSE_S = 1.119e-3
+
+
+@dataclass(frozen=True)
+class Clocks:
+    boost_mhz: float | None
+    sustained_mhz: float | None
+
+    @property
+    def stated(self) -> bool:
+        return self.boost_mhz is not None and self.sustained_mhz is not None
+
+    @property
+    def scale(self) -> float:
+        """The share of the datasheet peak the SMs run at under load (1 when not stated)."""
+        return self.sustained_mhz / self.boost_mhz if self.stated else 1.0
+
+    def describe(self) -> str:
+        if not self.stated:
+            return "SM clock: the rated boost (the hardware file states no sustained clock)"
+        return (f"SM clock {self.boost_mhz:g} MHz boost, {self.sustained_mhz:g} MHz under "
+                f"sustained load (compute peaks x {self.scale:.2f} once hot)")
+
+
+def clocks(hw: Hardware) -> Clocks:
+    return Clocks(hw.boost_clock_mhz, hw.sustained_clock_mhz)
+
+
+class ClockState:
+    """The GPU's clock as its recent load leaves it."""
+
+    def __init__(self, clk: Clocks, heat: float = 1.0, response_s: float = POWER_RESPONSE_S):
+        self.floor = clk.scale       # clock as a share of boost once fully hot
+        self.heat = heat
+        self.response_s = response_s
+
+    @property
+    def scale(self) -> float:
+        """The clock now, as a share of boost."""
+        return 1.0 - (1.0 - self.floor) * self.heat
+
+    def _work(self, t: float) -> float:
+        """Boost-clock seconds of work done in t busy seconds from the current heat."""
+        tau = self.response_s
+        return self.floor * t + (1.0 - self.floor) * (1.0 - self.heat) * tau * \
+            (1.0 - math.exp(-t / tau))
+
+    def stretch(self, boost_s: float) -> float:
+        """Seconds that `boost_s` of work at the boost clock takes from the current heat, the
+        clock sinking as it runs."""
+        if boost_s <= 0 or self.floor == 1.0:
+            return boost_s
+        ends = sorted((boost_s, boost_s / self.floor))  # the clock stays between the two
+        return brentq(lambda t: self._work(t) - boost_s, *ends)
+
+    def busy(self, s: float) -> None:
+        self.heat = 1.0 - (1.0 - self.heat) * math.exp(-s / self.response_s)
+
+    def idle(self, s: float) -> None:
+        self.heat *= math.exp(-s / self.response_s)

@@ -1,0 +1,73 @@
+"""How close the libraries' GEMM and convolution kernels get to the sustained peak.
+
+cuBLAS and cuDNN run a matmul or convolution as a tiled GEMM: each thread block computes one
+output tile, looping over K. Beyond tile and wave quantization (gpu/compute.py), two losses
+separate a real kernel from the peak:
+
+- the main loop itself: instruction issue, shared-memory traffic and synchronisation keep even
+  a full tile below the peak (`mainloop`, a share of the sustained peak);
+- the work outside the main loop: filling the software pipeline, the first operand loads and
+  the epilogue's stores, about the same per tile whatever K is (`k_overhead`, in K elements
+  of main-loop time). A tile whose K loop is K long runs at K / (K + k_overhead).
+
+- operands whose rows are not a multiple of 16 bytes: the tensor-core kernels load operand
+  tiles in 16-byte vectors, so an unaligned K or N (an FP16 matrix 2500 wide, say) sends the
+  library to slower kernels (`unaligned`, a factor on the main loop's efficiency). NVIDIA's
+  Matrix Multiplication Background guide (docs.nvidia.com/deeplearning/performance/
+  dl-performance-matrix-multiplication) asks for multiples of 16 bytes for this reason.
+
+All are properties of a kernel family, not of a card: `simt` (FP32 FMA on the CUDA cores:
+SGEMM, FP32 implicit-GEMM convolutions), `tensor_tf32` (TF32 MMA: 32-bit operands, twice the
+operand bytes per FLOP of 16-bit MMA) and `tensor` (16-bit and 8-bit MMA: FP16, BF16, FP8,
+INT8). They are fitted by `benchmarks/fit_library_efficiency.py` on kernel times of one
+card at a measured clock (`benchmarks/measured/h200/kernels.csv`) and written to
+`library_efficiency.json` beside this file; `benchmarks/measured_fidelity.py` checks them on
+GDDR6 cards they were not taken from.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+COEFFICIENTS = Path(__file__).with_name("library_efficiency.json")
+FAMILIES = ("simt", "tensor_tf32", "tensor")
+ALIGNMENT_BYTES = 16
+
+
+@dataclass(frozen=True)
+class KernelFamily:
+    name: str
+    mainloop: float      # share of the sustained peak a full tile's main loop reaches
+    k_overhead: float    # per-tile time outside the main loop, in K elements of main loop
+    unaligned: float = 1.0  # main-loop factor when K or N rows are not 16-byte multiples
+
+    def k_efficiency(self, k: float) -> float:
+        return k / (k + self.k_overhead) if k > 0 else 1.0
+
+    def alignment_efficiency(self, k: int, n: int, element_bytes: int) -> float:
+        aligned = (k * element_bytes) % ALIGNMENT_BYTES == 0 and \
+            (n * element_bytes) % ALIGNMENT_BYTES == 0
+        return 1.0 if aligned else self.unaligned
+
+
+def family_of(ceiling_key: str) -> str:
+    """Tensor-core peaks (`*_tensor`) run MMA kernels, TF32 ones with 32-bit operands; the
+    rest FMA on the CUDA cores."""
+    if ceiling_key == "tf32_tensor":
+        return "tensor_tf32"
+    return "tensor" if ceiling_key.endswith("_tensor") else "simt"
+
+
+@cache
+def families() -> dict[str, KernelFamily]:
+    doc = json.loads(COEFFICIENTS.read_text())
+    return {name: KernelFamily(name, float(f["mainloop"]), float(f["k_overhead"]),
+                               float(f.get("unaligned", 1.0)))
+            for name, f in ((n, doc["families"][n]) for n in FAMILIES)}
+
+
+def kernel_family(ceiling_key: str) -> KernelFamily:
+    return families()[family_of(ceiling_key)]
