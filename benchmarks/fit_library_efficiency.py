@@ -3,23 +3,28 @@
 
     python benchmarks/fit_library_efficiency.py [--write]
 
-Training data: the H200's GEMMs in benchmarks/measured/h200/kernels.csv (torch.mm and
-torch.bmm, fp32 on the CUDA cores; TF32, FP16 and BF16 on the tensor cores), measured with the
-SM clock at a known 1980 MHz. Only compute-bound cases are used: those at least 4x the
-framework's per-op floor and with arithmetic intensity above 4x the card's ridge point, so
-that neither the host nor the memory decides their time. For each family, a grid search
-picks `mainloop` (0.30-1.00), `k_overhead` (0-512 K elements) and `unaligned` (0.10-1.00)
-minimising the median
-absolute log error of the compute time (measured less the host's dispatch and the launch gap).
+Families: the H200's GEMMs in benchmarks/measured/h200/kernels.csv (torch.mm and torch.bmm;
+fp32 on the CUDA cores, TF32, FP16 and BF16 on the tensor cores), measured with the SM clock
+at a known 1980 MHz (the card does not throttle). A case is used when its arithmetic decides
+its time: at least twice the framework's per-op floor, its operands moved at the DRAM's peak
+in under a quarter of its kernel time. Per family, a robust least-squares fit (scipy,
+soft-L1 loss on log time ratios) finds `mainloop`, `k_overhead`, `unaligned` and
+`tile_reuse` of gpu/library.py.
 
-Then the response time: with the families fixed, the T4's compute-bound lone GEMMs
-(benchmarks/measured/t4_fp32_gemm.csv, same selection) are timed from a cool card
-(gpu/clocks.py: boost at the start, sinking toward the 900 MHz the T4 holds), for each
-response time on a log grid from 0.05 to 5 ms; the one with the least median absolute log
-error is kept. Only the T4 GEMMs see this one coefficient; its convolutions and vector ops
-and the L4 stay unseen.
+Convolutions: with the families fixed, NeuSight's FP32 convolution forwards on a V100 PCIe
+(benchmarks/measured/v100_fp32_conv2d.csv, 3x3 stride 1, the same generator as the T4's)
+fit gpu/library.py's ConvCosts (the operand gather per tile, the Winograd kernels' main
+loops) the same way, each case the longer of its arithmetic (cuDNN's fastest algorithm:
+gpu/convolution.py) and its operands at the DRAM's peak, the V100 at its boost clock (it
+states no sustained one, and a lone kernel starts cool).
 
-Prints the fits and their errors; `--write` stores the families in
+Response time: with the families fixed, the T4's compute-bound lone GEMMs
+(benchmarks/measured/t4_fp32_gemm.csv, the same selection) are timed from a cool card
+(gpu/clocks.py: boost at the start, sinking toward the 900 MHz the T4 holds); the response
+time with the least robust error is kept. Only the T4's GEMMs see this one coefficient; its
+convolutions and vector ops and the other cards stay unseen.
+
+Prints the fits and their median and p90 absolute errors; `--write` stores the families in
 simulator/gpu/library_efficiency.json (the response time is printed, to be copied into
 gpu/clocks.py). benchmarks/measured_fidelity.py checks both on the GDDR6 cards.
 """
@@ -33,143 +38,197 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import least_squares, minimize_scalar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simulator.config.hardware import load_hardware  # noqa: E402
+from simulator.config.hardware import Hardware, load_hardware  # noqa: E402
+from simulator.config.workload import Execution  # noqa: E402
 from simulator.gpu import library  # noqa: E402
 from simulator.gpu.clocks import POWER_RESPONSE_S, ClockState, clocks  # noqa: E402
 from simulator.gpu.compute import (  # noqa: E402
     GemmShape,
     ceiling,
     gemm_plan,
-    launch_overhead_s,  # noqa: E402
+    kernel_compute,
+    launch_overhead_s,
 )
 from simulator.gpu.dispatch import DISPATCH_US  # noqa: E402
-from simulator.workload.trace import DTYPE_BYTES, Unit  # noqa: E402
+from simulator.workload import layers as L  # noqa: E402
+from simulator.workload.builder import TraceBuilder  # noqa: E402
+from simulator.workload.trace import DTYPE_BYTES, Category, Op, Unit  # noqa: E402
 
-DATA = Path(__file__).resolve().parent / "measured" / "h200" / "kernels.csv"
+MEASURED = Path(__file__).resolve().parent / "measured"
+H200_KERNELS = MEASURED / "h200" / "kernels.csv"
+T4_GEMMS = MEASURED / "t4_fp32_gemm.csv"
 MATH = {"fp32": ("fp32", "fp32"), "tf32": ("tf32", "fp32"), "fp16": ("fp16", "fp16"),
         "bf16": ("bf16", "bf16")}  # measured dtype -> (math type, storage type)
-FLOOR_MULTIPLE = 4.0
-RIDGE_MULTIPLE = 4.0
-MAINLOOP = np.round(np.arange(0.30, 1.0001, 0.01), 2)
-K_OVERHEAD = np.arange(0, 513, 16)
-UNALIGNED = np.round(np.arange(0.1, 1.0001, 0.05), 2)
+FLOOR_MULTIPLE = 2.0     # a case takes at least this many per-op floors ...
+MEMORY_SHARE = 0.25      # ... and its operands at peak bandwidth under this share of it
+# (name, lower bound, upper bound, start) of each fitted family coefficient
+PARAMETERS = (("mainloop", 0.2, 1.0, 0.7), ("k_overhead", 0.0, 1024.0, 64.0),
+              ("unaligned", 0.05, 1.0, 0.8), ("tile_reuse", 0.0, 2.0, 0.3))
+LOSS_SCALE = 0.1         # soft-L1: log errors beyond ~10 % count linearly, not squared
 
 
-def cases(hw) -> dict[str, list[dict]]:
-    """Compute-bound GEMMs by family: shape, peak at the sustained clock, compute seconds."""
+def gemm_case(hw: Hardware, row: dict, math_dtype: str, dtype: str) -> dict | None:
+    """A lone GEMM whose arithmetic decides its time, with the compute seconds measured."""
+    b, m, n, k = (int(row[c]) for c in ("batch", "m", "n", "k"))
     host_s = DISPATCH_US["matmul"] * 1e-6 + launch_overhead_s(hw)
+    compute_s = float(row["latency_ms"]) * 1e-3 - host_s
+    elem = DTYPE_BYTES[dtype]
+    memory_s = b * (m * k + k * n + m * n) * elem / hw.peak_bandwidth_Bps
+    if compute_s < (FLOOR_MULTIPLE - 1) * host_s or memory_s > MEMORY_SHARE * compute_s:
+        return None
+    c = ceiling(hw, Unit.MATRIX, math_dtype)
+    return dict(shape=GemmShape(b, m, n, k), flops=2 * b * m * n * k, element_bytes=elem,
+                peak=c.flops_per_s, family=library.family_of(c.key), compute_s=compute_s)
+
+
+def h200_cases(hw: Hardware) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {f: [] for f in library.FAMILIES}
-    with DATA.open(newline="") as f:
+    with H200_KERNELS.open(newline="") as f:
         for row in csv.DictReader(f):
-            if row["kind"] != "gemm":
-                continue
-            math_dtype, dtype = MATH[row["dtype"]]
-            b, m, n, k = (int(row[c]) for c in ("batch", "m", "n", "k"))
-            flops = 2 * b * m * n * k
-            nbytes = b * (m * k + k * n + m * n) * DTYPE_BYTES[dtype]
-            c = ceiling(hw, Unit.MATRIX, math_dtype)
-            ridge = c.flops_per_s / hw.peak_bandwidth_Bps
-            measured = float(row["latency_ms"]) * 1e-3
-            if measured < FLOOR_MULTIPLE * host_s or flops / nbytes < RIDGE_MULTIPLE * ridge:
-                continue
-            out[library.family_of(c.key)].append(dict(
-                shape=GemmShape(b, m, n, k), flops=flops, element_bytes=DTYPE_BYTES[dtype],
-                peak=c.flops_per_s * clocks(hw).scale, compute_s=measured - host_s))
+            if row["kind"] == "gemm":
+                case = gemm_case(hw, row, *MATH[row["dtype"]])
+                if case:
+                    case["peak"] *= clocks(hw).scale  # at the clock it held
+                    out[case["family"]].append(case)
     return out
 
 
-def predict(case: dict, fam: library.KernelFamily, sms: int) -> float:
+def boost_s(case: dict, fam: library.KernelFamily, sms: int) -> float:
+    """Seconds of the case's arithmetic at the case's peak."""
     plan, lib = gemm_plan(case["shape"], fam, sms, case["element_bytes"])
     return case["flops"] / (case["peak"] * plan.efficiency * lib)
 
 
-def fit(rows: list[dict], name: str, sms: int) -> tuple[library.KernelFamily, float, float]:
-    """Grid over k_overhead and unaligned; for each, the mainloop that centres the log errors
-    (time is proportional to 1 / mainloop), rounded to the grid."""
-    measured = np.array([r["compute_s"] for r in rows])
-    best = None
-    for k0 in K_OVERHEAD:
-        for unaligned in UNALIGNED:
-            fam = library.KernelFamily(name, 1.0, float(k0), float(unaligned))
-            log_ratio = np.log(np.array([predict(r, fam, sms) for r in rows]) / measured)
-            mainloop = float(np.clip(np.exp(np.median(log_ratio)), MAINLOOP[0], MAINLOOP[-1]))
-            mainloop = float(MAINLOOP[np.abs(MAINLOOP - mainloop).argmin()])
-            err = np.abs(log_ratio - np.log(mainloop))
-            score = float(np.median(err))
-            if best is None or score < best[0]:
-                best = (score, library.KernelFamily(name, mainloop, float(k0), float(unaligned)),
-                        float(np.quantile(err, 0.9)))
-    score, fam, p90 = best
-    return fam, float(np.expm1(score)), float(np.expm1(p90))
+def _errors(log_ratio: np.ndarray) -> tuple[float, float]:
+    err = np.expm1(np.abs(log_ratio))
+    return float(np.median(err)), float(np.quantile(err, 0.9))
 
 
-T4_GEMMS = Path(__file__).resolve().parent / "measured" / "t4_fp32_gemm.csv"
-RESPONSE_S = np.geomspace(0.05e-3, 5e-3, 41)
+def fit_family(rows: list[dict], name: str, sms: int) -> tuple[library.KernelFamily, float,
+                                                                 float]:
+    measured = np.log([r["compute_s"] for r in rows])
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        fam = library.KernelFamily(name, *x)
+        return np.log([boost_s(r, fam, sms) for r in rows]) - measured
+
+    lo, hi, start = zip(*((p[1], p[2], p[3]) for p in PARAMETERS), strict=True)
+    fit = least_squares(residuals, start, bounds=(lo, hi), loss="soft_l1", f_scale=LOSS_SCALE,
+                        diff_step=1e-3)
+    x = [round(float(v), 3) for v in fit.x]
+    return (library.KernelFamily(name, *x), *_errors(residuals(np.array(x))))
 
 
-def t4_cases(hw) -> list[dict]:
-    host_s = DISPATCH_US["matmul"] * 1e-6 + launch_overhead_s(hw)
-    c = ceiling(hw, Unit.MATRIX, "fp32")
-    ridge = c.flops_per_s / hw.peak_bandwidth_Bps
-    fam = library.families()["simt"]
+V100_CONVS = MEASURED / "v100_fp32_conv2d.csv"
+CONV_PARAMETERS = (("k_overhead", 0.0, 2048.0, 64.0), ("winograd_fused", 0.1, 1.5, 0.8),
+                   ("winograd_nonfused", 0.1, 1.5, 0.8))
+
+
+def conv_op(row: dict) -> Op:
+    """`nn.Conv2d(in, out, kernel, stride, padding, bias=False)` forward, FP32 (TF32 off)."""
+    b = TraceBuilder("kernel", "fp32", Execution(allow_tf32_conv=False))
+    n, c_in, c_out, k, size, stride, pad = (int(row[c]) for c in (
+        "batch", "in_channels", "out_channels", "kernel_size", "input_size", "stride",
+        "padding"))
+    w = b.parameter("conv.weight", (c_out, c_in, k, k), matmul_weight=True)
+    x = b.tensor("x", (n, c_in, size, size), Category.INPUT)
+    L.conv2d(b, x, w, None, stride, pad, "conv")
+    return b.trace().ops[0]
+
+
+def conv_cases(hw: Hardware) -> list[dict]:
+    host_s = DISPATCH_US["conv"] * 1e-6 + launch_overhead_s(hw)
     out = []
-    with T4_GEMMS.open(newline="") as f:
+    with V100_CONVS.open(newline="") as f:
         for row in csv.DictReader(f):
-            b, m, n, k = (int(row[x]) for x in ("batch", "m", "n", "k"))
-            flops = 2 * b * m * n * k
-            measured = float(row["latency_ms"]) * 1e-3
-            if measured < FLOOR_MULTIPLE * host_s or \
-                    flops / (4 * b * (m * k + k * n + m * n)) < RIDGE_MULTIPLE * ridge:
-                continue
-            case = dict(shape=GemmShape(b, m, n, k), flops=flops, element_bytes=4,
-                        peak=c.flops_per_s)
-            out.append(dict(boost_s=predict(case, fam, hw.sm_count),
-                            compute_s=measured - host_s))
+            compute_s = float(row["latency_ms"]) * 1e-3 - host_s
+            if compute_s >= (FLOOR_MULTIPLE - 1) * host_s:
+                out.append(dict(op=conv_op(row), compute_s=compute_s,
+                                algorithm=row["algorithm"]))
     return out
 
 
+def fit_conv(rows: list[dict], hw: Hardware) -> tuple[library.ConvCosts, float, float]:
+    measured = np.log([r["compute_s"] for r in rows])
+    memory = [r["op"].bytes_moved / hw.peak_bandwidth_Bps for r in rows]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        costs = library.ConvCosts(*x)
+        return np.log([max(kernel_compute(hw, r["op"], clock_scale=1.0, costs=costs).time_s,
+                           mem) for r, mem in zip(rows, memory, strict=True)]) - measured
+
+    lo, hi, start = zip(*((p[1], p[2], p[3]) for p in CONV_PARAMETERS), strict=True)
+    fit = least_squares(residuals, start, bounds=(lo, hi), loss="soft_l1", f_scale=LOSS_SCALE,
+                        diff_step=1e-2)
+    x = [round(float(v), 3) for v in fit.x]
+    return (library.ConvCosts(*x), *_errors(residuals(np.array(x))))
+
+
+def t4_cases(hw: Hardware) -> list[dict]:
+    with T4_GEMMS.open(newline="") as f:
+        cases = [gemm_case(hw, row, "fp32", "fp32") for row in csv.DictReader(f)]
+    fam = library.families()["simt"]
+    return [dict(boost_s=boost_s(c, fam, hw.sm_count), compute_s=c["compute_s"])
+            for c in cases if c]
+
+
 def fit_response(rows: list[dict], clk) -> tuple[float, float, float]:
-    measured = np.array([r["compute_s"] for r in rows])
-    best = None
-    for tau in RESPONSE_S:
-        pred = np.array([ClockState(clk, 0.0, float(tau)).stretch(r["boost_s"]) for r in rows])
-        err = np.abs(np.log(pred / measured))
-        score = float(np.median(err))
-        if best is None or score < best[0]:
-            best = (score, float(tau), float(np.quantile(err, 0.9)))
-    score, tau, p90 = best
-    return tau, float(np.expm1(score)), float(np.expm1(p90))
+    measured = np.log([r["compute_s"] for r in rows])
+
+    def residuals(tau: float) -> np.ndarray:
+        return np.log([ClockState(clk, 0.0, tau).stretch(r["boost_s"]) for r in rows]) - \
+            measured
+
+    def loss(log_tau: float) -> float:  # the same soft-L1 loss as the families' fit
+        z = (residuals(float(np.exp(log_tau))) / LOSS_SCALE) ** 2
+        return float(np.sum(2 * (np.sqrt(1 + z) - 1)))
+
+    fit = minimize_scalar(loss, bounds=(np.log(0.02e-3), np.log(20e-3)), method="bounded")
+    tau = float(f"{np.exp(fit.x):.3g}")
+    return (tau, *_errors(residuals(tau)))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true",
-                    help=f"store the fit in {library.COEFFICIENTS.name}")
+                    help=f"store the families in {library.COEFFICIENTS.name}")
     args = ap.parse_args()
     hw = load_hardware("h200")
-    doc = {"trained_on": "benchmarks/measured/h200/kernels.csv (gemm rows, compute-bound)",
+    doc = {"trained_on": "benchmarks/measured/h200/kernels.csv (gemm rows whose arithmetic "
+                         "decides their time)",
            "script": "benchmarks/fit_library_efficiency.py", "families": {}}
-    for name, rows in cases(hw).items():
-        fam, median, p90 = fit(rows, name, hw.sm_count)
-        doc["families"][name] = {"mainloop": fam.mainloop, "k_overhead": fam.k_overhead,
-                                 "unaligned": fam.unaligned,
-                                 "cases": len(rows), "median_abs_error": round(median, 4),
-                                 "p90_abs_error": round(p90, 4)}
-        print(f"{name:<11} {len(rows):4d} cases  mainloop {fam.mainloop:.2f}  k_overhead "
-              f"{fam.k_overhead:4.0f}  unaligned {fam.unaligned:.2f}  median |err| "
-              f"{median:6.1%}  p90 {p90:6.1%}")
-    if args.write:
+    for name, rows in h200_cases(hw).items():
+        fam, median, p90 = fit_family(rows, name, hw.sm_count)
+        doc["families"][name] = {p[0]: getattr(fam, p[0]) for p in PARAMETERS} | {
+            "cases": len(rows), "median_abs_error": round(median, 4),
+            "p90_abs_error": round(p90, 4)}
+        print(f"{name:<11} {len(rows):4d} cases  " + "  ".join(
+            f"{p[0]} {getattr(fam, p[0]):g}" for p in PARAMETERS) +
+            f"  median |err| {median:6.1%}  p90 {p90:6.1%}")
+    if args.write:  # the families first: the convolutions' fit runs through them
         library.COEFFICIENTS.write_text(json.dumps(doc, indent=2) + "\n")
         library.families.cache_clear()
+    v100 = load_hardware("v100-pcie-32gb")
+    rows = conv_cases(v100)
+    costs, median, p90 = fit_conv(rows, v100)
+    doc["convolution"] = {p[0]: getattr(costs, p[0]) for p in CONV_PARAMETERS} | {
+        "cases": len(rows), "median_abs_error": round(median, 4), "p90_abs_error": round(p90, 4)}
+    print(f"{'conv':<11} {len(rows):4d} cases  " + "  ".join(
+        f"{p[0]} {getattr(costs, p[0]):g}" for p in CONV_PARAMETERS) +
+        f"  median |err| {median:6.1%}  p90 {p90:6.1%}")
+    if args.write:
+        library.COEFFICIENTS.write_text(json.dumps(doc, indent=2) + "\n")
+        library.conv_costs.cache_clear()
         print(f"wrote {library.COEFFICIENTS}")
     t4 = load_hardware("t4")
     rows = t4_cases(t4)
     tau, median, p90 = fit_response(rows, clocks(t4))
-    print(f"power response: {len(rows)} T4 GEMMs, time constant {tau * 1e3:.3f} ms "
-          f"(gpu/clocks.py POWER_RESPONSE_S: {POWER_RESPONSE_S * 1e3:.3f} ms)  median |err| "
+    print(f"power response: {len(rows)} T4 GEMMs, time constant {tau * 1e3:.3g} ms "
+          f"(gpu/clocks.py POWER_RESPONSE_S: {POWER_RESPONSE_S * 1e3:.4g} ms)  median |err| "
           f"{median:6.1%}  p90 {p90:6.1%}")
     return 0
 

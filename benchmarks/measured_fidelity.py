@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from simulator.config.hardware import Hardware, load_hardware  # noqa: E402
 from simulator.config.loader import read_json  # noqa: E402
-from simulator.config.workload import parse_workload  # noqa: E402
+from simulator.config.workload import Execution, parse_workload  # noqa: E402
 from simulator.pipeline import analyze  # noqa: E402
 from simulator.replay import replay  # noqa: E402
 from simulator.workload import layers as L  # noqa: E402
@@ -51,7 +51,9 @@ MS = 1e-3
 
 # --- one-kernel steps -------------------------------------------------------------------------
 def _builder() -> TraceBuilder:
-    return TraceBuilder("kernel", "fp32")
+    """FP32 with TF32 off for matmuls and convolutions, as NeuSight measured."""
+    return TraceBuilder("kernel", "fp32", Execution(allow_tf32_matmul=False,
+                                                    allow_tf32_conv=False))
 
 
 def _input(b: TraceBuilder, name: str, shape: tuple[int, ...]):

@@ -27,7 +27,7 @@ from scipy.optimize import brentq
 from simulator.config.hardware import Hardware
 
 # Time constant of GPU Boost's response to load, seconds (see the module docstring).
-POWER_RESPONSE_S = 1.119e-3
+POWER_RESPONSE_S = 0.75e-3
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from simulator.config.hardware import Hardware
 from simulator.errors import InputError
 from simulator.gpu.clocks import clocks
-from simulator.gpu.library import KernelFamily, kernel_family
+from simulator.gpu.convolution import CONV_TILES, conv_algorithms
+from simulator.gpu.library import (
+    ConvCosts,
+    GemmShape,
+    KernelFamily,
+    conv_costs,
+    kernel_family,
+)
 from simulator.units import TERA
 from simulator.workload.trace import DTYPE_BYTES, Category, Op, Unit
 
@@ -71,22 +78,15 @@ def op_ceiling(hw: Hardware, op: Op) -> Ceiling:
 # compute.kernel_launch_overhead_us.
 DEFAULT_KERNEL_LAUNCH_OVERHEAD_US = 2.0
 
-# Output tiles of one thread block the GEMM libraries choose among, largest first; the library
-# picks the one that keeps most of the GPU busy. Smaller ones are not modelled as faster per SM.
+# Output tiles (M x N) of one thread block the GEMM libraries choose among, largest first; the
+# library picks the one that finishes first. cuBLAS also has narrower ones (128x32, 32x32),
+# left out: how much slower per SM they run is not known well enough to model.
 TILES = ((128, 128), (128, 64), (64, 64))
 # Split-K: when the output has too few tiles to fill the SMs, the K loop is split across blocks
 # (then summed), each part at least this long.
 MIN_SPLIT_K = 128
 
 TILED_KINDS = ("matmul", "conv")  # ops that run as tiled GEMMs
-
-
-@dataclass(frozen=True)
-class GemmShape:
-    batch: int  # independent matrices (bmm); 1 when batch dimensions fold into M
-    m: int
-    n: int
-    k: int
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,7 @@ class KernelCompute:
     tile_efficiency: float   # useful share of the padded output tiles
     wave_efficiency: float   # share of SMs busy over the waves of tiles
     library_efficiency: float = 1.0  # main loop x per-tile overhead (gpu/library.py)
+    algorithm: str = ""      # a convolution's: gpu/convolution.py
 
 
 def gemm_shape(op: Op) -> GemmShape | None:
@@ -152,7 +153,8 @@ class TilePlan:
         return self.tile_efficiency * self.wave_efficiency
 
 
-def tile_plan(shape: GemmShape, tile: tuple[int, int], sms: int | None) -> TilePlan:
+def tile_plan(shape: GemmShape, tile: tuple[int, int], sms: int | None,
+              split_k: bool = True) -> TilePlan:
     """Tiles = batch x ceil(M/tm) x ceil(N/tn), split along K when too few to fill the SMs,
     run in waves of one tile per SM; the last wave and the padded tile edges do no useful
     work."""
@@ -162,13 +164,14 @@ def tile_plan(shape: GemmShape, tile: tuple[int, int], sms: int | None) -> TileP
     if not sms:
         return TilePlan(tile, 1, tile_eff, 1.0)
     tiles = shape.batch * rows * cols
-    split = max(1, min(sms // tiles, shape.k // MIN_SPLIT_K)) if tiles < sms else 1
+    split = max(1, min(sms // tiles, shape.k // MIN_SPLIT_K)) if split_k and tiles < sms else 1
     tiles *= split
     return TilePlan(tile, split, tile_eff, tiles / (math.ceil(tiles / sms) * sms))
 
 
 def gemm_plan(shape: GemmShape, family: KernelFamily, sms: int | None,
-              element_bytes: int | None = None) -> tuple[TilePlan, float]:
+              element_bytes: int | None = None, split_k: bool = True,
+              tiles: tuple[tuple[int, int], ...] = TILES) -> tuple[TilePlan, float]:
     """The tile plan the library picks (the one that finishes first) and the library's own
     efficiency on it: main loop x per-tile overhead x operand alignment (`element_bytes`:
     the operands' element size, None where the layout is the library's own, convolutions)."""
@@ -176,17 +179,20 @@ def gemm_plan(shape: GemmShape, family: KernelFamily, sms: int | None,
         family.alignment_efficiency(shape.k, shape.n, element_bytes)
 
     def library(plan: TilePlan) -> float:
-        return family.mainloop * align * family.k_efficiency(shape.k / plan.split_k)
+        return family.mainloop * align * family.k_efficiency(shape.k / plan.split_k) * \
+            family.tile_efficiency(plan.tile, tiles[0])
 
-    plan = max((tile_plan(shape, t, sms) for t in TILES),
+    plan = max((tile_plan(shape, t, sms, split_k) for t in tiles),
                key=lambda p: p.efficiency * library(p))
     return plan, library(plan)
 
 
-def kernel_compute(hw: Hardware, op: Op, clock_scale: float | None = None) -> KernelCompute:
+def kernel_compute(hw: Hardware, op: Op, clock_scale: float | None = None,
+                   costs: ConvCosts | None = None) -> KernelCompute:
     """The op's arithmetic through the library's kernel (its tile plan, main loop and per-tile
     overhead: gpu/library.py) at `clock_scale` x the boost clock; None: the clock the card
-    holds under sustained load (gpu/clocks.py)."""
+    holds under sustained load (gpu/clocks.py). `costs`: convolutions' own losses, when not
+    the fitted ones (gpu/library.py)."""
     c = op_ceiling(hw, op)
     peak = c.flops_per_s * (clocks(hw).scale if clock_scale is None else clock_scale)
     if op.unit is not Unit.MATRIX or not op.flops:
@@ -196,10 +202,22 @@ def kernel_compute(hw: Hardware, op: Op, clock_scale: float | None = None) -> Ke
     if shape is None:  # a fused kernel (attention): the main loop's losses, no tile plan known
         return KernelCompute(c, op.flops / (peak * family.mainloop), 1.0, 1.0,
                              family.mainloop)
-    element_bytes = DTYPE_BYTES[op.reads[0].tensor.dtype] if op.kind == "matmul" else None
-    plan, library = gemm_plan(shape, family, hw.sm_count, element_bytes)
-    return KernelCompute(c, op.flops / (peak * plan.efficiency * library),
-                         plan.tile_efficiency, plan.wave_efficiency, library)
+    if op.kind == "matmul":
+        plan, library = gemm_plan(shape, family, hw.sm_count,
+                                  DTYPE_BYTES[op.reads[0].tensor.dtype])
+        return KernelCompute(c, op.flops / (peak * plan.efficiency * library),
+                             plan.tile_efficiency, plan.wave_efficiency, library)
+    best = None  # cuDNN in benchmark mode runs whichever of its algorithms is fastest
+    costs = costs or conv_costs()
+    for algo in conv_algorithms(op, shape, family.name == "simt", costs):
+        plan, library = gemm_plan(algo.gemm, algo.family(family, costs), hw.sm_count,
+                                  split_k=False, tiles=CONV_TILES)
+        time_s = algo.flops / (peak * plan.efficiency * library) + \
+            algo.transform_bytes / hw.peak_bandwidth_Bps
+        if best is None or time_s < best.time_s:
+            best = KernelCompute(c, time_s, plan.tile_efficiency, plan.wave_efficiency,
+                                 library, algo.name)
+    return best
 
 
 def launch_overhead_s(hw: Hardware) -> float:

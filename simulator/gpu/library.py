@@ -10,6 +10,9 @@ separate a real kernel from the peak:
   the epilogue's stores, about the same per tile whatever K is (`k_overhead`, in K elements
   of main-loop time). A tile whose K loop is K long runs at K / (K + k_overhead).
 
+- small tiles: a thread block's output tile of tm x tn reuses each operand element it loads
+  tm x tn / (tm + tn) times; a smaller tile reuses less and keeps fewer warps in flight, so its
+  main loop runs at (reuse / reuse of the largest tile) ^ `tile_reuse` of a large one's;
 - operands whose rows are not a multiple of 16 bytes: the tensor-core kernels load operand
   tiles in 16-byte vectors, so an unaligned K or N (an FP16 matrix 2500 wide, say) sends the
   library to slower kernels (`unaligned`, a factor on the main loop's efficiency). NVIDIA's
@@ -38,19 +41,37 @@ ALIGNMENT_BYTES = 16
 
 
 @dataclass(frozen=True)
+class GemmShape:
+    batch: int  # independent matrices (bmm); 1 when batch dimensions fold into M
+    m: int
+    n: int
+    k: int
+
+
+@dataclass(frozen=True)
 class KernelFamily:
     name: str
     mainloop: float      # share of the sustained peak a full tile's main loop reaches
     k_overhead: float    # per-tile time outside the main loop, in K elements of main loop
     unaligned: float = 1.0  # main-loop factor when K or N rows are not 16-byte multiples
+    tile_reuse: float = 0.0  # exponent of a smaller tile's main-loop loss (0: none)
 
     def k_efficiency(self, k: float) -> float:
         return k / (k + self.k_overhead) if k > 0 else 1.0
+
+    def tile_efficiency(self, tile: tuple[int, int], largest: tuple[int, int]) -> float:
+        return (reuse(tile) / reuse(largest)) ** self.tile_reuse
 
     def alignment_efficiency(self, k: int, n: int, element_bytes: int) -> float:
         aligned = (k * element_bytes) % ALIGNMENT_BYTES == 0 and \
             (n * element_bytes) % ALIGNMENT_BYTES == 0
         return 1.0 if aligned else self.unaligned
+
+
+def reuse(tile: tuple[int, int]) -> float:
+    """Times a tile's main loop uses each operand element it loads."""
+    tm, tn = tile
+    return tm * tn / (tm + tn)
 
 
 def family_of(ceiling_key: str) -> str:
@@ -65,9 +86,28 @@ def family_of(ceiling_key: str) -> str:
 def families() -> dict[str, KernelFamily]:
     doc = json.loads(COEFFICIENTS.read_text())
     return {name: KernelFamily(name, float(f["mainloop"]), float(f["k_overhead"]),
-                               float(f.get("unaligned", 1.0)))
+                               float(f.get("unaligned", 1.0)), float(f.get("tile_reuse", 0.0)))
             for name, f in ((n, doc["families"][n]) for n in FAMILIES)}
 
 
 def kernel_family(ceiling_key: str) -> KernelFamily:
     return families()[family_of(ceiling_key)]
+
+
+@dataclass(frozen=True)
+class ConvCosts:
+    """What cuDNN's convolution kernels lose beyond the GEMM family's losses (gpu/
+    convolution.py): the operand gather, per tile (`k_overhead`, K elements, added to the
+    family's), and the Winograd kernels' in-kernel transforms (`winograd_fused`,
+    `winograd_nonfused`: factors on the main loop)."""
+
+    k_overhead: float = 0.0
+    winograd_fused: float = 1.0
+    winograd_nonfused: float = 1.0
+
+
+@cache
+def conv_costs() -> ConvCosts:
+    doc = json.loads(COEFFICIENTS.read_text()).get("convolution", {})
+    return ConvCosts(**{k: float(doc[k]) for k in
+                        ("k_overhead", "winograd_fused", "winograd_nonfused") if k in doc})

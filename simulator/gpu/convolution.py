@@ -1,0 +1,83 @@
+"""cuDNN's convolution algorithms, as the GEMMs they run.
+
+With `torch.backends.cudnn.benchmark` on (NeuSight's and NVIDIA's training scripts set it),
+cuDNN times its algorithms on the first call and keeps the fastest; the model does the same
+with the ones below, each a GEMM through the library's kernel family (gpu/library.py):
+
+- implicit GEMM: the convolution as one GEMM, M = batch x output pixels, N = output channels,
+  K = input channels x kernel area (weight gradient: M = output channels, N = the rest of the
+  weight), gathering its operands on the fly; no split-K; output tiles of 128 x 128, 64 or 32
+  (CONV_TILES, the sizes in cuDNN's kernel names: scudnn_128x64_relu_..., 128x32_...);
+- Winograd F(2x2, 3x3), fused (CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD): for a 3x3, stride-1
+  forward or data gradient. Each 2x2 output tile comes from a 4x4 input tile; 16 products of
+  (batch x tiles) x C_out x C_in, 2.25x fewer multiplies than direct. A block keeps its tiles
+  through all 16 in shared memory, so its grid is tiles x C_out, a GEMM whose K runs 16 x C_in;
+- Winograd F(4x4, 3x3), non-fused (..._WINOGRAD_NONFUSED): 36 independent GEMMs of
+  (batch x 4x4 tiles) x C_out x C_in, 4x fewer multiplies, but the transformed input, filter
+  and output go through memory (written, then read): worth it when channels are many.
+
+Winograd's arithmetic: Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks"
+(CVPR 2016). cuDNN runs it for FP32 data; the tensor-core paths run implicit GEMM only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from simulator.gpu.library import ConvCosts, GemmShape, KernelFamily
+from simulator.workload.trace import DTYPE_BYTES, Category, Op
+
+CONV_TILES = ((128, 128), (128, 64), (128, 32))
+
+
+@dataclass(frozen=True)
+class ConvAlgorithm:
+    name: str
+    gemm: GemmShape
+    transform_bytes: int = 0  # bytes its transforms move through DRAM, beyond the op's own
+    main_loop: float = 1.0    # its kernel's main loop against a plain GEMM's (ConvCosts)
+
+    def family(self, gemm_family: KernelFamily, costs: ConvCosts) -> KernelFamily:
+        """The GEMM family with this algorithm's own losses (gpu/library.py ConvCosts)."""
+        return replace(gemm_family, mainloop=gemm_family.mainloop * self.main_loop,
+                       k_overhead=gemm_family.k_overhead + costs.k_overhead)
+
+    @property
+    def flops(self) -> int:
+        g = self.gemm
+        return 2 * g.batch * g.m * g.n * g.k
+
+
+def winograd_geometry(op: Op) -> tuple[int, int, int, int, int] | None:
+    """(batch, C_in, C_out, P, Q) of a 3x3, stride-1 forward or data-gradient convolution
+    (P x Q its output, the same size as its input); None for any other."""
+    if op.kind != "conv" or len(op.reads) < 2 or not op.writes:
+        return None
+    src, w, out = op.reads[0].tensor, op.reads[1].tensor, op.writes[0].tensor
+    if len(w.shape) != 4 or w.shape[2:] != (3, 3) or w.category is not Category.PARAMETER:
+        return None  # (a weight gradient reads two activations)
+    if len(src.shape) != 4 or len(out.shape) != 4 or src.shape[2:] != out.shape[2:]:
+        return None
+    n, c_out, p, q = out.shape
+    return n, src.shape[1], c_out, p, q
+
+
+def conv_algorithms(op: Op, implicit: GemmShape, simt: bool,
+                    costs: ConvCosts) -> list[ConvAlgorithm]:
+    """The algorithms cuDNN may pick for this convolution (`implicit`: its implicit GEMM;
+    `simt`: FP32 on the CUDA cores, where the Winograd ones apply)."""
+    out = [ConvAlgorithm("implicit_gemm", implicit)]
+    geometry = winograd_geometry(op) if simt else None
+    if geometry is None:
+        return out
+    n, c_in, c_out, p, q = geometry
+    elem = DTYPE_BYTES[op.reads[0].tensor.dtype]
+    tiles2 = n * math.ceil(p / 2) * math.ceil(q / 2)
+    out.append(ConvAlgorithm("winograd_fused_2x2", GemmShape(1, tiles2, c_out, 16 * c_in),
+                             main_loop=costs.winograd_fused))
+    tiles4 = n * math.ceil(p / 4) * math.ceil(q / 4)
+    moved = 2 * 36 * (tiles4 * c_in + tiles4 * c_out + c_in * c_out) * elem
+    out.append(ConvAlgorithm("winograd_nonfused_4x4", GemmShape(36, tiles4, c_out, c_in),
+                             moved, costs.winograd_nonfused))
+    return out
