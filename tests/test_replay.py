@@ -10,11 +10,12 @@ import pytest
 from simulator.config.hardware import load_hardware
 from simulator.config.organization import ACCESS_BYTES
 from simulator.estimate import BOUNDS
+from simulator.gpu.clocks import clocks
 from simulator.gpu.compute import (
     GemmShape,
     kernel_compute,
     launch_overhead_s,
-    quantization,
+    tile_plan,
 )
 from simulator.gpu.l2 import L2Cache
 from simulator.pipeline import analyze, load_step
@@ -81,7 +82,10 @@ def test_sampled_tracks_cycle(cnn_cycle, cnn_sampled):
         tie = any(_near_tie(o) for o in (a, b))
         ties += tie
         assert a.bound == b.bound or a.op.phase is Phase.OPTIMIZER or tie
-        assert a.compute_s == b.compute_s and a.dram_bytes == b.dram_bytes
+        # the clock each kernel runs at follows the step's earlier busy and idle times, which
+        # the two fidelities time a little differently (gpu/clocks.py)
+        assert a.compute_s == pytest.approx(b.compute_s, rel=1e-3)
+        assert a.dram_bytes == b.dram_bytes
     assert ties <= len(cnn_cycle.ops) // 10
 
 
@@ -172,7 +176,7 @@ def test_windows_warm_up_until_the_rate_of_the_same_requests_settles(t4):
 
 def test_an_op_hidden_under_the_sms_pace_ends_after_its_writes_drain(t4):
     """A weight gradient whose DRAM keeps up with the SMs: its reads go first while its writes
-    wait below the write buffer's watermark, so at `cycle` the op ends about 1 % after its pace.
+    wait below the write buffer's watermark, so at `cycle` the op ends after its pace.
     `sampled` shows the DRAM well hidden and measures that tail on the op's last requests fed at
     its pace; without the tail it had ended with the pace (0.7 us short, with a bound of 0)."""
     from simulator.dram.system import MemorySystem
@@ -193,7 +197,7 @@ def test_an_op_hidden_under_the_sms_pace_ends_after_its_writes_drain(t4):
     sampled = SampledMemory(memory()).serve(demand.requests, 0, demand.pace_ck, demand.key)
     cycle = CycleMemory(memory()).serve(demand.requests, 0, demand.pace_ck, demand.key)
     assert sampled.simulated_requests < demand.requests.count  # not simulated in full
-    assert cycle.span_ck > 1.005 * demand.pace_ck
+    assert cycle.span_ck > demand.pace_ck + 100  # the writes' drain, CK
     assert sampled.span_ck == pytest.approx(cycle.span_ck, rel=0.002)
 
 
@@ -329,7 +333,8 @@ def test_launch_bound_time_is_not_memory_bound(cnn_sampled, cnn, t4):
 def test_what_if_estimates_agree_with_simulating_the_change(cnn_sampled, cnn):
     """The summary estimates each change op by op from the step it has; simulating the
     changed card must agree. Compute +25 % (the CNN on the T4 runs on fp32 alone): within
-    0.1 % (0.002 % measured: compute-bound ops' DRAM traffic then comes at the faster pace).
+    3 % (2.0 % measured): the estimate reruns the host-GPU timeline with the shorter kernels,
+    but not the SM clock's response to the longer idle gaps they leave (gpu/clocks.py).
     A 25 % faster data rate also changes the DRAM's timings in CK (analog ones are kept in
     ns) and the L2 bandwidth estimated from the DRAM peak, which the estimate does not see:
     within 3 % (0.5 % measured here, 1.0 % on the transformer)."""
@@ -339,7 +344,7 @@ def test_what_if_estimates_agree_with_simulating_the_change(cnn_sampled, cnn):
     spec = build("what-if", "t4", ["cnn"], {"fp32": [8.14 * 1.25]}, "sampled", "test")
     faster_sms = spec.points()[0].hardware
     assert replay(cnn, faster_sms, "sampled").step_time_s == pytest.approx(
-        b.what_if["compute_+25%"], rel=1e-3)
+        b.what_if["compute_+25%"], rel=0.03)
     spec = build("what-if", "t4", ["cnn"], {"data_rate_gbps": [12.5]}, "sampled", "test")
     faster_dram = replay(cnn, spec.points()[0].hardware, "sampled").step_time_s
     assert faster_dram == pytest.approx(b.what_if["dram_bandwidth_+25%"], rel=0.03)
@@ -383,22 +388,29 @@ def test_tiled_gemm_rereads_operands_that_do_not_fit():
 
 def test_tile_and_wave_quantization():
     # 41 full tiles on 40 SMs: two waves, the second nearly empty
-    tile, wave = quantization(GemmShape(1, 128 * 41, 128, 4096), (128, 128), 40)
-    assert tile == 1 and wave == pytest.approx(41 / 80)
+    plan = tile_plan(GemmShape(1, 128 * 41, 128, 4096), (128, 128), 40)
+    assert plan.tile_efficiency == 1 and plan.wave_efficiency == pytest.approx(41 / 80)
     # a ragged edge: 129 rows pad to two tiles
-    tile, _ = quantization(GemmShape(1, 129, 128, 4096), (128, 128), None)
-    assert tile == pytest.approx(129 / 256)
-    # too few tiles: K is split to fill the SMs
-    _, wave = quantization(GemmShape(1, 128, 128, 128 * 40), (128, 128), 40)
-    assert wave == 1
+    plan = tile_plan(GemmShape(1, 129, 128, 4096), (128, 128), None)
+    assert plan.tile_efficiency == pytest.approx(129 / 256)
+    # too few tiles: K is split to fill the SMs, unless the kernel does not split
+    plan = tile_plan(GemmShape(1, 128, 128, 128 * 40), (128, 128), 40)
+    assert plan.wave_efficiency == 1 and plan.split_k == 40
+    plan = tile_plan(GemmShape(1, 128, 128, 128 * 40), (128, 128), 40, split_k=False)
+    assert plan.split_k == 1 and plan.wave_efficiency == pytest.approx(1 / 40)
 
 
 def test_kernel_compute_and_launch(cnn, t4):
     for op in cnn.ops:
         kc = kernel_compute(t4, op)
         assert 0 < kc.tile_efficiency <= 1 and 0 < kc.wave_efficiency <= 1
-        assert kc.time_s == pytest.approx(
-            op.flops / (kc.ceiling.flops_per_s * kc.tile_efficiency * kc.wave_efficiency))
+        assert 0 < kc.library_efficiency <= 1
+        if op.kind == "conv":  # cuDNN's algorithms: their own GEMMs (test_compute_model.py)
+            continue
+        # the sustained clock's peak, less tile, wave and the library's own losses
+        assert kc.time_s == pytest.approx(op.flops / (
+            kc.ceiling.flops_per_s * clocks(t4).scale * kc.tile_efficiency *
+            kc.wave_efficiency * kc.library_efficiency))
     assert launch_overhead_s(t4) > 0
     assert launch_overhead_s(dataclasses.replace(t4, kernel_launch_overhead_us=7.0)) == 7e-6
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from simulator.config.hardware import Hardware
 from simulator.errors import InputError
 from simulator.gpu.clocks import clocks
-from simulator.gpu.convolution import CONV_TILES, conv_algorithms
+from simulator.gpu.convolution import CONV_TILES, conv_algorithms, is_weight_grad
 from simulator.gpu.library import (
     ConvCosts,
     GemmShape,
@@ -23,7 +23,7 @@ from simulator.gpu.library import (
     kernel_family,
 )
 from simulator.units import TERA
-from simulator.workload.trace import DTYPE_BYTES, Category, Op, Unit
+from simulator.workload.trace import DTYPE_BYTES, Op, Unit
 
 # Ceiling preference per (unit, math type), best first.
 _MATRIX = {
@@ -113,7 +113,7 @@ def gemm_shape(op: Op) -> GemmShape | None:
     if len(shape) < 2:
         return None
     batch = 1
-    if op.kind == "conv" and out.category is Category.GRADIENT:
+    if is_weight_grad(op):
         m, n = shape[0], math.prod(shape[1:])
     elif op.kind == "conv":
         n = shape[1]
@@ -207,16 +207,23 @@ def kernel_compute(hw: Hardware, op: Op, clock_scale: float | None = None,
                                   DTYPE_BYTES[op.reads[0].tensor.dtype])
         return KernelCompute(c, op.flops / (peak * plan.efficiency * library),
                              plan.tile_efficiency, plan.wave_efficiency, library)
-    best = None  # cuDNN in benchmark mode runs whichever of its algorithms is fastest
+    # cuDNN in benchmark mode runs whichever of its algorithms is fastest; with TF32 allowed
+    # its FP32 kernels (Winograd among them) stay candidates beside the TF32 ones
+    units = [(c, peak, family)]
+    if c.key == "tf32_tensor":
+        simt = ceiling(hw, Unit.VECTOR, "fp32")
+        units.append((simt, simt.flops_per_s * peak / c.flops_per_s, kernel_family(simt.key)))
+    best = None
     costs = costs or conv_costs()
-    for algo in conv_algorithms(op, shape, family.name == "simt", costs):
-        plan, library = gemm_plan(algo.gemm, algo.family(family, costs), hw.sm_count,
-                                  split_k=False, tiles=CONV_TILES)
-        time_s = algo.flops / (peak * plan.efficiency * library) + \
-            algo.transform_bytes / hw.peak_bandwidth_Bps
-        if best is None or time_s < best.time_s:
-            best = KernelCompute(c, time_s, plan.tile_efficiency, plan.wave_efficiency,
-                                 library, algo.name)
+    for unit, unit_peak, fam in units:
+        for algo in conv_algorithms(op, shape, fam.name == "simt", costs):
+            plan, library = gemm_plan(algo.gemm, algo.family(fam, costs), hw.sm_count,
+                                      split_k=algo.split_k, tiles=CONV_TILES)
+            time_s = algo.flops / (unit_peak * plan.efficiency * library) + \
+                algo.transform_bytes / hw.peak_bandwidth_Bps
+            if best is None or time_s < best.time_s:
+                best = KernelCompute(unit, time_s, plan.tile_efficiency, plan.wave_efficiency,
+                                     library, algo.name)
     return best
 
 

@@ -6,8 +6,9 @@ with the ones below, each a GEMM through the library's kernel family (gpu/librar
 
 - implicit GEMM: the convolution as one GEMM, M = batch x output pixels, N = output channels,
   K = input channels x kernel area (weight gradient: M = output channels, N = the rest of the
-  weight), gathering its operands on the fly; no split-K; output tiles of 128 x 128, 64 or 32
-  (CONV_TILES, the sizes in cuDNN's kernel names: scudnn_128x64_relu_..., 128x32_...);
+  weight), gathering its operands on the fly; split along K only for the weight gradient
+  (whose K, batch x output pixels, is long and whose output is small); output tiles of
+  128 x 128, 64 or 32 (CONV_TILES, the sizes in cuDNN's kernel names: scudnn_128x64_...);
 - Winograd F(2x2, 3x3), fused (CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD): for a 3x3, stride-1
   forward or data gradient. Each 2x2 output tile comes from a 4x4 input tile; 16 products of
   (batch x tiles) x C_out x C_in, 2.25x fewer multiplies than direct. A block keeps its tiles
@@ -26,7 +27,7 @@ import math
 from dataclasses import dataclass, replace
 
 from simulator.gpu.library import ConvCosts, GemmShape, KernelFamily
-from simulator.workload.trace import DTYPE_BYTES, Category, Op
+from simulator.workload.trace import DTYPE_BYTES, Op
 
 CONV_TILES = ((128, 128), (128, 64), (128, 32))
 
@@ -37,6 +38,7 @@ class ConvAlgorithm:
     gemm: GemmShape
     transform_bytes: int = 0  # bytes its transforms move through DRAM, beyond the op's own
     main_loop: float = 1.0    # its kernel's main loop against a plain GEMM's (ConvCosts)
+    split_k: bool = False     # K split across blocks when the output has too few tiles
 
     def family(self, gemm_family: KernelFamily, costs: ConvCosts) -> KernelFamily:
         """The GEMM family with this algorithm's own losses (gpu/library.py ConvCosts)."""
@@ -49,14 +51,26 @@ class ConvAlgorithm:
         return 2 * g.batch * g.m * g.n * g.k
 
 
+def is_weight_grad(op: Op) -> bool:
+    """A convolution's weight gradient: it reads the output gradient (N, C_out, P, Q) and the
+    input (N, C_in, H, W), both of the batch, and writes (C_out, C_in, kh, kw). Told by the
+    shapes, since under autocast the weight it differentiates is a cast copy, not a
+    parameter."""
+    if op.kind != "conv" or len(op.reads) < 2 or not op.writes:
+        return False
+    gy, x, out = op.reads[0].tensor.shape, op.reads[1].tensor.shape, op.writes[0].tensor.shape
+    return len(gy) == len(x) == len(out) == 4 and gy[0] == x[0] and \
+        out[:2] == (gy[1], x[1]) and out[0] != gy[0]
+
+
 def winograd_geometry(op: Op) -> tuple[int, int, int, int, int] | None:
     """(batch, C_in, C_out, P, Q) of a 3x3, stride-1 forward or data-gradient convolution
     (P x Q its output, the same size as its input); None for any other."""
     if op.kind != "conv" or len(op.reads) < 2 or not op.writes:
         return None
     src, w, out = op.reads[0].tensor, op.reads[1].tensor, op.writes[0].tensor
-    if len(w.shape) != 4 or w.shape[2:] != (3, 3) or w.category is not Category.PARAMETER:
-        return None  # (a weight gradient reads two activations)
+    if len(w.shape) != 4 or w.shape[2:] != (3, 3) or is_weight_grad(op):
+        return None
     if len(src.shape) != 4 or len(out.shape) != 4 or src.shape[2:] != out.shape[2:]:
         return None
     n, c_out, p, q = out.shape
@@ -67,7 +81,7 @@ def conv_algorithms(op: Op, implicit: GemmShape, simt: bool,
                     costs: ConvCosts) -> list[ConvAlgorithm]:
     """The algorithms cuDNN may pick for this convolution (`implicit`: its implicit GEMM;
     `simt`: FP32 on the CUDA cores, where the Winograd ones apply)."""
-    out = [ConvAlgorithm("implicit_gemm", implicit)]
+    out = [ConvAlgorithm("implicit_gemm", implicit, split_k=is_weight_grad(op))]
     geometry = winograd_geometry(op) if simt else None
     if geometry is None:
         return out

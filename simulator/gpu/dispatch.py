@@ -34,6 +34,7 @@ DISPATCH_US = {
 DEFAULT_DISPATCH_US = 26.0  # an op of a kind not listed: a generic ATen op
 
 
-def dispatch_s(op: Op) -> float:
-    """Host seconds from the op's call to its kernel's launch."""
-    return DISPATCH_US.get(op.kind, DEFAULT_DISPATCH_US) * 1e-6
+def dispatch_s(op: Op, eager: bool = True) -> float:
+    """Host seconds from the op's call to its kernel's launch; none when a captured CUDA graph
+    (or a native program) launches the kernels (`eager` False)."""
+    return DISPATCH_US.get(op.kind, DEFAULT_DISPATCH_US) * 1e-6 if eager else 0.0

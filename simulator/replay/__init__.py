@@ -51,6 +51,7 @@ class OpReplay:
     tile_efficiency: float
     wave_efficiency: float
     shares: object                  # ops with the same share one DRAM result (memory.shares)
+    boost_compute_s: float = 0.0    # the arithmetic through the library at the boost clock
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,29 @@ class ReplayDetails:
     bottlenecks: Bottlenecks
     placement: Placement
     fits: bool
+
+
+# What separates the replay's step from the datasheet roofline, added one at a time
+SEPARATION = ("analytic", "kernel_efficiency", "clocks", "dram_and_l2", "host_and_launch")
+
+
+def separation(est: StepEstimate) -> dict[str, float]:
+    """Step seconds as each effect joins the roofline, in SEPARATION's order: the analytic
+    step; its arithmetic through the library's kernels at the boost clock; at the clock the
+    card holds; its bytes through the simulated L2 and DRAM rather than at peak; and the GPU's
+    waits on the host and the launch gap (the replayed step). The differences between
+    neighbours are what each effect costs."""
+    d: ReplayDetails = est.replay
+    peak = est.hardware.peak_bandwidth_Bps
+    steps = dict.fromkeys(SEPARATION, 0.0)
+    steps["analytic"] = d.analytic.step_time_s
+    for o, r in zip(est.ops, d.per_op, strict=True):
+        at_peak = o.op.bytes_moved / peak
+        steps["kernel_efficiency"] += max(r.boost_compute_s, at_peak)
+        steps["clocks"] += max(o.compute_s, at_peak)
+        steps["dram_and_l2"] += max(o.compute_s, o.memory_s, o.l2_s)
+        steps["host_and_launch"] += o.time_s
+    return steps
 
 
 def step_error_bound(detail: list[OpReplay]) -> float:
@@ -139,7 +163,8 @@ class Replay:
         details = ReplayDetails(
             analytic, self.detail, self.ms.stats(), self.l2_Bps / GB, self.l2_measured,
             self.l2.capacity, errors, sum(d.service.simulated_requests for d in self.detail),
-            summarize(self.hw, self.ms, self.timed, self.detail), self.placement,
+            summarize(self.hw, self.ms, self.timed, self.detail, self.trace.eager),
+            self.placement,
             self.placement.reserved_peak <= self.capacity)
         return StepEstimate(self.hw, self.trace, self.fidelity, self.timed, details)
 
@@ -147,7 +172,7 @@ class Replay:
         """The host dispatches the step's ops one after another, each at its framework cost,
         and queues their kernels; it never waits for the GPU (no sync inside a step)."""
         for op in self.trace.ops:
-            yield env.timeout(dispatch_s(op))
+            yield env.timeout(dispatch_s(op, self.trace.eager))
             yield launches.put(op)
 
     def _kernel_stream(self, env: simpy.Environment):
@@ -180,7 +205,8 @@ class Replay:
                                      demand.l2_s, idle_s, traffic.dram_bytes))
             self.detail.append(OpReplay(traffic, service, kc.tile_efficiency,
                                         kc.wave_efficiency,
-                                        self.memory.shares(demand.requests, demand.key)))
+                                        self.memory.shares(demand.requests, demand.key),
+                                        kc.time_s))
             if bar is not None:
                 bar.update()
         if bar is not None:

@@ -19,9 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from simulator.config.hardware import Hardware
 from simulator.dram.system import Counters, MemorySystem, turnaround_cycles_per_switch
 from simulator.estimate import MEMORY_BOUNDS, OpTime
+from simulator.gpu.compute import launch_overhead_s
+from simulator.gpu.dispatch import dispatch_s
 from simulator.gpu.l2 import L2Cache, cache_capacity
 
 CAUSES = ("row_misses", "bank_group_spacing", "read_write_turnaround", "refresh",
@@ -59,7 +63,17 @@ def _split_lost(c: Counters, span_ck: float, ms: MemorySystem, latency_bound: bo
     return {k: lost * v / total for k, v in raw.items()} if total else {}
 
 
-def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list) -> Bottlenecks:
+def timeline_s(issued_s: np.ndarray, busy_s: list[float], gap_s: float) -> float:
+    """When the last kernel ends: each starts a launch gap after both its host dispatch is
+    done (`issued_s`, cumulative) and the kernel before it has ended (replay's story)."""
+    end = 0.0
+    for issued, busy in zip(issued_s, busy_s, strict=True):
+        end = max(end, issued) + gap_s + busy
+    return end
+
+
+def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list,
+              eager: bool = True) -> Bottlenecks:
     step = sum(o.time_s for o in timed)
     by_bound: dict[str, float] = {}
     for o in timed:
@@ -79,8 +93,8 @@ def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list)
 
     # what-if, op by op
     bigger = L2Cache(2 * cache_capacity(hw))
-    what_if = {"dram_bandwidth_+25%": 0.0, "compute_+25%": 0.0, "l2_bandwidth_+25%": 0.0,
-               "l2_capacity_x2": 0.0}
+    busy: dict[str, list[float]] = {"dram_bandwidth_+25%": [], "compute_+25%": [],
+                                    "l2_bandwidth_+25%": [], "l2_capacity_x2": []}
     efficiency = busy_total / span_total if span_total else DEFAULT_DRAM_EFFICIENCY
     for o in timed:
         # a DRAM that kept pace with the SMs took the SMs' time; on its own it would take
@@ -91,10 +105,14 @@ def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list)
         dram_bw_s = mem / SPEEDUP if o.bound in ("dram_bandwidth", "compute") else mem
         saved = bigger.filter(o.op).dram_bytes
         l2x2_mem = mem * (saved / o.bytes_to_dram) if o.bytes_to_dram else mem
-        what_if["dram_bandwidth_+25%"] += o.launch_s + max(o.compute_s, dram_bw_s, o.l2_s)
-        what_if["compute_+25%"] += o.launch_s + max(o.compute_s / SPEEDUP, mem, o.l2_s)
-        what_if["l2_bandwidth_+25%"] += o.launch_s + max(o.compute_s, mem, o.l2_s / SPEEDUP)
-        what_if["l2_capacity_x2"] += o.launch_s + max(o.compute_s, min(l2x2_mem, mem), o.l2_s)
+        busy["dram_bandwidth_+25%"].append(max(o.compute_s, dram_bw_s, o.l2_s))
+        busy["compute_+25%"].append(max(o.compute_s / SPEEDUP, mem, o.l2_s))
+        busy["l2_bandwidth_+25%"].append(max(o.compute_s, mem, o.l2_s / SPEEDUP))
+        busy["l2_capacity_x2"].append(max(o.compute_s, min(l2x2_mem, mem), o.l2_s))
+    # kernels that end sooner can leave the GPU waiting on the host: rerun the timeline
+    issued = np.cumsum([dispatch_s(o.op, eager) for o in timed])
+    gap = launch_overhead_s(hw)
+    what_if = {k: timeline_s(issued, b, gap) for k, b in busy.items()}
     best = min(what_if, key=what_if.get)
     mem_share = sum(v for k, v in by_bound.items() if k in MEMORY_BOUNDS) / step if step else 0.0
     return Bottlenecks(step, mem_share, by_bound,

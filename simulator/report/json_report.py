@@ -7,7 +7,9 @@ from typing import Any
 
 from simulator.config.hardware import Hardware, peak_unit
 from simulator.estimate import BOUNDS, StepEstimate
+from simulator.gpu.model import compute_settings
 from simulator.pipeline import RunResult
+from simulator.replay import separation
 from simulator.report.text import achieved_GBps, shared_results
 from simulator.workload.trace import PHASES
 
@@ -62,6 +64,8 @@ def run_doc(r: RunResult) -> dict[str, Any]:
         "format_version": FORMAT_VERSION,
         "fidelity": est.memory_model,
         "hardware": hardware_doc(r.hardware),
+        # what the replay ran the SMs and the host at; null for the analytic roofline
+        "compute_model": compute_settings(r.hardware) if est.analytic is not est else None,
         "workload": {
             "name": spec.name, "path": spec.path, "model_type": spec.model["type"],
             "dtype": spec.dtype, "batch_size": spec.batch_size, "seq_len": spec.seq_len,
@@ -154,6 +158,8 @@ def replay_doc(est: StepEstimate) -> dict[str, Any]:
     b = d.bottlenecks
     return {
         "simulated_requests": d.simulated_requests,
+        # step seconds as each effect joins the analytic roofline (replay.SEPARATION)
+        "step_time_s_as_effects_join": separation(est),
         "l2_bandwidth_GBps": d.l2_bandwidth_GBps,
         "l2_bandwidth_measured": d.l2_bandwidth_measured,
         "cache_bytes_for_reuse": d.cache_bytes,

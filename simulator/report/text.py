@@ -6,7 +6,9 @@ from simulator.config.hardware import Hardware, peak_unit
 from simulator.estimate import OpTime, StepEstimate
 from simulator.gpu.compute import launch_overhead_s
 from simulator.gpu.l2 import ESTIMATED_L2_TO_DRAM_BANDWIDTH
+from simulator.gpu.model import compute_settings
 from simulator.pipeline import RunResult
+from simulator.replay import separation
 from simulator.units import GB, GiB, fmt_bytes, fmt_flops, fmt_seconds
 
 
@@ -30,6 +32,26 @@ def hardware_line(hw: Hardware) -> str:
     return (f"{hw.display_name} ({hw.name}): {m.type} {m.bus_width_bits}-bit @ "
             f"{m.data_rate_gbps:g} Gb/s per pin = {m.peak_bandwidth_GBps:.1f} GB/s peak, "
             f"{m.capacity_bytes / GiB:.0f} GiB")
+
+
+def compute_lines(hw: Hardware) -> list[str]:
+    """What the replay ran the SMs and the host at (gpu/model.py): absent from analytic."""
+    c = compute_settings(hw)
+    clk, fam = c["clocks"], c["library"]["families"]
+    if clk["stated"]:
+        clock = (f"SM clock {clk['sustained_MHz']:g} MHz under sustained load of "
+                 f"{clk['boost_MHz']:g} MHz boost (peaks x {clk['sustained_share_of_boost']:.2f}"
+                 f"; GPU Boost response {clk['power_response_ms']:.2g} ms)")
+    else:
+        clock = "SM clock: the rated boost (the hardware file states no sustained clock)"
+    host = c["host_dispatch_us_by_op_kind"]
+    return [f"Compute   {clock}",
+            "  library kernels: main loop at " + ", ".join(
+                f"{f['mainloop'] * 100:.0f} % ({n})" for n, f in fam.items()) +
+            " of the clock's peak, less tile, wave and per-tile losses "
+            f"({c['library']['coefficients_file']})",
+            f"  host: eager PyTorch dispatch {min(host.values()):g}-{max(host.values()):g} us "
+            f"per op by kind; launch gap {c['kernel_launch_gap_us']:g} us"]
 
 
 def hardware_details(hw: Hardware) -> str:
@@ -108,6 +130,8 @@ def run_report(r: RunResult, top: int = 10) -> str:
     if spec.model["type"] == "stream":  # a memory benchmark: no model, nothing trained
         lines[1:3] = [f"  memory benchmark: {', '.join(spec.model['kernels'])} over three arrays "
                       f"of {spec.model['array_elements']:,} {spec.dtype}"]
+    if est.analytic is not est:  # replayed: say what the compute side ran at
+        lines += compute_lines(hw)
     if trace.causal_attention_flops:
         lines.insert(3, f"  causal attention: {fmt_flops(trace.causal_attention_flops)} counted "
                         "in full (FlopCounterMode); a kernel skipping masked blocks does half")
@@ -126,6 +150,8 @@ def run_report(r: RunResult, top: int = 10) -> str:
     if est.replay is not None:
         lines += ["", *bottleneck_lines(est)]
     lines += ["", step_line(est)]
+    if est.replay is not None:
+        lines.append(separation_line(est))
     return "\n".join(lines)
 
 
@@ -232,6 +258,19 @@ def fidelity_line(est: StepEstimate) -> str:
 
 def step_line(est: StepEstimate) -> str:
     return f"Step time  {fmt_seconds(est.step_time_s)}  {step_detail(est)}"
+
+
+SEPARATION_NAMES = {"kernel_efficiency": "library kernels (tiles, waves, main loop)",
+                    "clocks": "clock under load", "dram_and_l2": "simulated DRAM and L2",
+                    "host_and_launch": "host dispatch and launch"}
+
+
+def separation_line(est: StepEstimate) -> str:
+    """What separates the replayed step from the analytic roofline, effect by effect."""
+    steps = list(separation(est).items())
+    parts = [f"{SEPARATION_NAMES[name]} {_signed_pct((t - prev) / steps[0][1])}"
+             for (_, prev), (name, t) in zip(steps, steps[1:], strict=False)]
+    return "  from the analytic roofline, as each effect joins: " + ", ".join(parts)
 
 
 def step_detail(est: StepEstimate) -> str:

@@ -215,7 +215,8 @@ class TraceBuilder:
 
     def trace(self) -> Trace:
         return Trace(self.workload, self.ops, self.tensors, self.parameters,
-                     self.optimizer_state, self.releases, self.causal_attention_flops)
+                     self.optimizer_state, self.releases, self.causal_attention_flops,
+                     eager=not self.execution.cuda_graphs)
 
 
 def gather(t: Tensor, nbytes: int) -> Access:

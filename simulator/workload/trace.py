@@ -141,6 +141,9 @@ class Trace:
     # attention FLOPs under a causal mask: counted in full (FlopCounterMode's convention), though
     # a kernel that skips the masked blocks does about half of them
     causal_attention_flops: int = 0
+    # each op dispatched by the host as eager PyTorch does (gpu/dispatch.py); False: the
+    # kernels launched ahead by a captured CUDA graph or a native program
+    eager: bool = True
 
     @property
     def parameter_count(self) -> int:

@@ -10,6 +10,7 @@ init kernel counts it.
 
 from __future__ import annotations
 
+from simulator.config.workload import Execution
 from simulator.workload.builder import TraceBuilder
 from simulator.workload.trace import Phase, Trace, Unit
 
@@ -25,7 +26,8 @@ DOT_BLOCKS = 256  # BabelStream's CUDA dot: 256 blocks, one partial sum each
 
 
 def build(name: str, raw: dict) -> Trace:
-    b = TraceBuilder(name, raw["dtype"])
+    # a native CUDA benchmark: its host launches kernels ahead, with no framework in between
+    b = TraceBuilder(name, raw["dtype"], Execution(cuda_graphs=True))
     b.phase = Phase.FORWARD
     n = raw["array_elements"]
     arrays = {x: b.buffer(x, (n,)) for x in "abc"}

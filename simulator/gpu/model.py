@@ -1,0 +1,27 @@
+"""What the replay's compute side runs a card at: one record, for the reports to show."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from simulator.config.hardware import Hardware
+from simulator.gpu.clocks import POWER_RESPONSE_S, clocks
+from simulator.gpu.compute import launch_overhead_s
+from simulator.gpu.dispatch import DISPATCH_US
+from simulator.gpu.library import COEFFICIENTS, conv_costs, families
+
+
+def compute_settings(hw: Hardware) -> dict[str, Any]:
+    """Clocks, library kernel efficiencies, per-op host cost and launch gap (units in keys)."""
+    clk = clocks(hw)
+    return {
+        "clocks": {"boost_MHz": clk.boost_mhz, "sustained_MHz": clk.sustained_mhz,
+                   "sustained_share_of_boost": clk.scale, "stated": clk.stated,
+                   "power_response_ms": POWER_RESPONSE_S * 1e3},
+        "library": {"families": {n: asdict(f) for n, f in families().items()},
+                    "convolution": asdict(conv_costs()),
+                    "coefficients_file": f"simulator/gpu/{COEFFICIENTS.name}"},
+        "host_dispatch_us_by_op_kind": dict(DISPATCH_US),
+        "kernel_launch_gap_us": launch_overhead_s(hw) * 1e6,
+    }
