@@ -153,3 +153,14 @@ def test_every_gddr6_card_states_each_fact_once(repo):
         if m["type"].startswith("GDDR"):
             assert set(m["timing"]) == {"preset"}, path.name
             assert not {"devices", "channels_per_device", "channel_width_bits"} & set(m)
+
+
+def test_inline_ecc_carves_a_sixteenth_out_of_the_usable_capacity():
+    """Data-center GDDR6 cards run inline ECC by default: a T4 shows 15 of its 16 GB."""
+    t4 = load_hardware("t4")
+    assert t4.memory.ecc == "inline"
+    assert t4.memory.ecc_reserved_bytes == t4.memory.capacity_bytes // 16
+    assert t4.usable_bytes == (t4.memory.capacity_bytes - t4.memory.ecc_reserved_bytes -
+                               t4.runtime_reserve.total_bytes)
+    a6000 = load_hardware("rtx-a6000")  # a workstation card: ECC off by default
+    assert a6000.memory.ecc == "off" and a6000.memory.ecc_reserved_bytes == 0

@@ -206,7 +206,8 @@ def test_every_fit_verdict_leaves_room_for_the_runtime(capsys):
     a10 = load_hardware("a10")
     res = a10.runtime_reserve
     assert res.context_bytes == CONTEXT_BYTES and res.workspace_bytes > 8 << 20
-    assert a10.usable_bytes == a10.memory.capacity_bytes - res.total_bytes
+    assert a10.usable_bytes == (a10.memory.capacity_bytes - a10.memory.ecc_reserved_bytes -
+                                res.total_bytes)  # inline ECC: a sixteenth
     assert load_hardware("h100-sxm").runtime_reserve.workspace_bytes > res.workspace_bytes
     code, out, _ = run_memory(capsys, "resnet50", "--hardware", "a10", "--json")
     doc = json.loads(out)

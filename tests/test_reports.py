@@ -91,7 +91,7 @@ def test_memory_section_holds_the_reserve_to_the_capacity_too():
     between = (peak + reserved) / 2 + r.hardware.runtime_reserve.total_bytes
     density = between * mem.device_density_gbit / mem.capacity_bytes
     small = dataclasses.replace(r.hardware, memory=dataclasses.replace(
-        mem, device_density_gbit=density))
+        mem, device_density_gbit=density, ecc="off"))
     tight = dataclasses.replace(r, hardware=small)
     assert peak < small.usable_bytes < reserved
     assert tight.fits and tight.reserve_fits is False

@@ -28,6 +28,8 @@ from simulator.units import BITS_PER_PIN_PER_CK
 GDDR_TYPES = ("GDDR6", "GDDR6X")
 # integer math counts operations, not floating-point ones: its peak is in 1e12 OP/s
 INTEGER_PEAKS = frozenset({"int8_tensor"})
+# inline ECC: bytes of data per 32 B sector of check bits (2 B per 32 B sector: SECDED)
+ECC_DATA_PER_CHECK_SECTOR = 16
 
 
 def peak_unit(key: str) -> tuple[str, str]:
@@ -53,6 +55,7 @@ class MemorySpec:
     wck_mode: str | None
     timing: GDDR6Timing | None   # at this data rate, in CK cycles
     timing_source: str | None
+    ecc: str = "off"             # off | inline (check bits kept in the DRAM: ecc_reserved_bytes)
 
     @property
     def is_gddr(self) -> bool:
@@ -70,6 +73,13 @@ class MemorySpec:
     @property
     def capacity_bytes(self) -> int:
         return self.devices * units.gbit_to_bytes(self.device_density_gbit)
+
+    @property
+    def ecc_reserved_bytes(self) -> int:
+        """Inline ECC's carve-out: one 32 B sector of check bits per 512 B of data, a sixteenth
+        of the DRAM (NVIDIA Tesla V100 whitepaper, 2017: GDDR5's inline ECC reserves 6.25 %;
+        a T4, 16 GB, shows 15 GB with ECC on: exafunction.com/blog/ecc-gpu)."""
+        return self.capacity_bytes // ECC_DATA_PER_CHECK_SECTOR if self.ecc == "inline" else 0
 
     @property
     def peak_bandwidth_GBps(self) -> float:
@@ -119,8 +129,10 @@ class Hardware:
 
     @property
     def usable_bytes(self) -> int:
-        """The capacity less the runtime's reserve: what every fit verdict is held to."""
-        return self.memory.capacity_bytes - self.runtime_reserve.total_bytes
+        """The capacity less inline ECC's carve-out and the runtime's reserve: what every fit
+        verdict is held to."""
+        return (self.memory.capacity_bytes - self.memory.ecc_reserved_bytes -
+                self.runtime_reserve.total_bytes)
 
     @property
     def peak_bandwidth_Bps(self) -> float:
@@ -220,7 +232,7 @@ def _memory(raw: dict, file: str) -> MemorySpec:
                          file=file, path=f"$.memory.{key}")
     return MemorySpec(m["type"], float(m["data_rate_gbps"]), bus, chw, per_dev, want_devices,
                       m["clamshell"], float(m["device_density_gbit"]), m.get("wck_mode"),
-                      timing, source)
+                      timing, source, m.get("ecc", "off"))
 
 
 def parse_hardware(raw: dict, file: str) -> Hardware:

@@ -186,4 +186,5 @@ def reserve_doc(hw: Hardware) -> dict[str, Any]:
     res = hw.runtime_reserve
     return {"context_bytes": res.context_bytes, "workspace_bytes": res.workspace_bytes,
             "total_bytes": res.total_bytes, "source": res.source,
+            "ecc": hw.memory.ecc, "ecc_reserved_bytes": hw.memory.ecc_reserved_bytes,
             "usable_bytes": hw.usable_bytes}

@@ -166,10 +166,12 @@ def fit_verdict(fits: bool, reserve_fits: bool | None) -> str:
 
 def reserve_line(hw: Hardware) -> str:
     res = hw.runtime_reserve
+    ecc = hw.memory.ecc_reserved_bytes
     return (f"runtime reserve {fmt_bytes(res.total_bytes)} (context "
             f"{fmt_bytes(res.context_bytes)}, library workspaces "
-            f"{fmt_bytes(res.workspace_bytes)}): {fmt_bytes(hw.usable_bytes)} usable of "
-            f"{fmt_bytes(hw.memory.capacity_bytes)}")
+            f"{fmt_bytes(res.workspace_bytes)})"
+            + (f", inline ECC {fmt_bytes(ecc)}" if ecc else "") +
+            f": {fmt_bytes(hw.usable_bytes)} usable of {fmt_bytes(hw.memory.capacity_bytes)}")
 
 
 def memory_lines(r: RunResult) -> list[str]:

@@ -1,0 +1,226 @@
+"""The compute side (simulator/gpu/): clocks under load, the library's kernels, cuDNN's
+convolution algorithms, the host's per-op dispatch, and how the replay reports them."""
+
+import dataclasses
+import importlib.util
+import json
+import sys
+
+import pytest
+from conftest import REPO
+
+from simulator.config.hardware import load_hardware
+from simulator.config.workload import Execution
+from simulator.gpu import library
+from simulator.gpu.clocks import Clocks, ClockState, clocks
+from simulator.gpu.compute import GemmShape, gemm_plan, kernel_compute
+from simulator.gpu.convolution import conv_algorithms, is_weight_grad
+from simulator.gpu.dispatch import DISPATCH_US, dispatch_s
+from simulator.pipeline import Step
+from simulator.replay import SEPARATION, replay, separation
+from simulator.workload import layers as L
+from simulator.workload.builder import TraceBuilder
+from simulator.workload.trace import Category, Unit
+
+
+@pytest.fixture(scope="module")
+def t4():
+    return load_hardware("t4")
+
+
+def _conv(c_in=64, c_out=64, size=28, kernel=3, stride=1, dtype="fp32", tf32=False):
+    b = TraceBuilder("kernel", dtype, Execution(allow_tf32_conv=tf32))
+    w = b.parameter("conv.weight", (c_out, c_in, kernel, kernel), matmul_weight=True)
+    x = b.tensor("x", (16, c_in, size, size), Category.INPUT)
+    L.conv2d(b, x, w, None, stride, kernel // 2, "conv")
+    return b.trace()
+
+
+def _elementwise_chain(n: int, rows: int, execution: Execution | None = None):
+    b = TraceBuilder("chain", "fp32", execution)
+    x = b.tensor("x", (rows, 256), Category.INPUT)
+    for i in range(n):
+        y = b.activation(f"relu{i}.out", (rows, 256), x)
+        b.op(f"relu{i}", "elementwise", [x], [y])
+        x = y
+    return b.trace()
+
+
+# --- clocks -----------------------------------------------------------------------------------
+
+def test_a_card_runs_at_its_sustained_clock_once_hot_and_nearer_boost_when_cool(t4):
+    clk = clocks(t4)
+    assert clk.stated and clk.scale == pytest.approx(900 / 1590)
+    assert not clocks(load_hardware("a10")).stated and clocks(load_hardware("a10")).scale == 1
+    work = 1e-3  # boost-clock seconds
+    hot = ClockState(clk, heat=1.0).stretch(work)
+    cool = ClockState(clk, heat=0.0).stretch(work)
+    assert hot == pytest.approx(work / clk.scale)
+    assert work < cool < hot
+    # a short kernel from cool runs at about boost; a long one at about the sustained clock
+    assert ClockState(clk, 0.0).stretch(1e-6) == pytest.approx(1e-6, rel=1e-3)
+    assert ClockState(clk, 0.0).stretch(1.0) == pytest.approx(1.0 / clk.scale, rel=0.01)
+
+
+def test_busy_heats_the_card_and_idle_cools_it():
+    state = ClockState(Clocks(2000, 1000), heat=0.0, response_s=1e-3)
+    state.busy(1e-3)
+    assert state.heat == pytest.approx(1 - 1 / 2.718281828, rel=1e-6)
+    assert state.scale == pytest.approx(1 - 0.5 * state.heat)
+    state.idle(10.0)
+    assert state.heat == pytest.approx(0.0, abs=1e-12) and state.scale == pytest.approx(1.0)
+    # a card whose sustained clock is above the rated boost (GPU Boost) runs faster when hot
+    fast = ClockState(Clocks(1500, 1800), heat=1.0)
+    assert fast.stretch(1e-3) == pytest.approx(1e-3 * 1500 / 1800)
+
+
+def test_clocks_are_checked_as_the_hardware_file_loads(tmp_path):
+    raw = json.loads((REPO / "hardware" / "t4.json").read_text())
+    raw["compute"]["clocks_mhz"] = {"boost": 1590}
+    path = tmp_path / "t4.json"
+    path.write_text(json.dumps(raw))
+    from simulator.errors import InputError
+    with pytest.raises(InputError, match="sustained"):
+        load_hardware(str(path))
+
+
+def test_analytic_keeps_the_datasheet_peak(t4):
+    """The plain roofline: no clock, no library losses, no host."""
+    trace = _conv()
+    est = replay(trace, t4, "analytic")
+    op = trace.ops[0]
+    assert est.ops[0].compute_s == pytest.approx(op.flops / (t4.peak_tflops["fp32"] * 1e12))
+
+
+# --- the library's kernels --------------------------------------------------------------------
+
+def test_library_coefficients_are_what_the_fit_script_writes():
+    """simulator/gpu/library_efficiency.json comes from benchmarks/fit_library_efficiency.py
+    on the shipped kernel data: refitting reproduces it."""
+    path = REPO / "benchmarks" / "fit_library_efficiency.py"
+    spec = importlib.util.spec_from_file_location("fit_library_efficiency", path)
+    fit = importlib.util.module_from_spec(spec)
+    sys.modules["fit_library_efficiency"] = fit
+    spec.loader.exec_module(fit)
+    shipped = json.loads(library.COEFFICIENTS.read_text())
+    h200 = load_hardware("h200")
+    for name, rows in fit.h200_cases(h200).items():
+        fam, median, _ = fit.fit_family(rows, name, h200.sm_count)
+        for key in ("mainloop", "k_overhead", "unaligned", "tile_reuse"):
+            assert getattr(fam, key) == pytest.approx(shipped["families"][name][key], rel=0.02,
+                                                      abs=0.01), (name, key)
+        assert median == pytest.approx(shipped["families"][name]["median_abs_error"], abs=0.01)
+
+
+def test_a_smaller_k_loop_and_an_unaligned_operand_cost_efficiency():
+    fam = library.KernelFamily("tensor", 0.9, 64.0, 0.3, 0.0)
+    _, long_k = gemm_plan(GemmShape(1, 4096, 4096, 4096), fam, 80, 2)
+    _, short_k = gemm_plan(GemmShape(1, 4096, 4096, 64), fam, 80, 2)
+    assert short_k == pytest.approx(0.9 * 64 / 128) and long_k > short_k
+    _, unaligned = gemm_plan(GemmShape(1, 4096, 2500, 4096), fam, 80, 2)  # 5000 B rows
+    _, aligned = gemm_plan(GemmShape(1, 4096, 2504, 4096), fam, 80, 2)
+    assert unaligned == pytest.approx(0.3 * aligned)
+
+
+def test_a_tf32_matmul_runs_the_tensor_tf32_family_and_fp32_the_cuda_cores():
+    a6000 = load_hardware("rtx-a6000")
+    for tf32, family in ((True, "tensor_tf32"), (False, "simt")):
+        b = TraceBuilder("k", "fp32", Execution(allow_tf32_matmul=tf32))
+        w = b.parameter("w", (1024, 1024), matmul_weight=True)
+        L.linear(b, b.tensor("x", (4096, 1024), Category.INPUT), w, None, "fc")
+        kc = kernel_compute(a6000, b.trace().ops[0])
+        assert library.family_of(kc.ceiling.key) == family
+
+
+# --- convolutions -----------------------------------------------------------------------------
+
+def test_winograd_is_a_candidate_for_fp32_3x3_stride_1_convolutions_only(t4):
+    costs = library.conv_costs()
+
+    def names(trace, simt=True):
+        op = trace.ops[0]
+        shape = GemmShape(1, 1, 1, 1)
+        return [a.name for a in conv_algorithms(op, shape, simt, costs)]
+
+    assert names(_conv()) == ["implicit_gemm", "winograd_fused_2x2", "winograd_nonfused_4x4"]
+    assert names(_conv(stride=2)) == ["implicit_gemm"]
+    assert names(_conv(kernel=1)) == ["implicit_gemm"]
+    assert names(_conv(), simt=False) == ["implicit_gemm"]  # tensor cores: implicit GEMM
+    # the fastest is taken: never slower than the implicit GEMM alone
+    op = _conv(c_in=256, c_out=256).ops[0]
+    kc = kernel_compute(t4, op)
+    assert kc.algorithm.startswith("winograd")
+
+
+def test_the_weight_gradient_is_told_by_its_shapes_under_autocast_too():
+    for precision in (None, "fp16"):
+        raw = json.loads((REPO / "workloads" / "resnet50.json").read_text())
+        raw["data"]["batch_size"] = 8
+        if precision:
+            raw["training"]["mixed_precision"] = precision
+        from simulator.config.workload import parse_workload
+        trace = Step(parse_workload(raw, "resnet50")).trace
+        convs = [o for o in trace.ops if o.kind == "conv"]
+        assert convs and all(is_weight_grad(o) == o.name.endswith("grad_weight") for o in convs)
+
+
+# --- the host ---------------------------------------------------------------------------------
+
+def test_a_lone_op_waits_for_the_host_and_a_graph_does_not(t4):
+    eager = replay(_elementwise_chain(1, 64), t4, "sampled")
+    graph = replay(_elementwise_chain(1, 64, Execution(cuda_graphs=True)), t4, "sampled")
+    op = eager.ops[0]
+    assert op.launch_s == pytest.approx(DISPATCH_US["elementwise"] * 1e-6 + 2e-6)
+    assert graph.ops[0].launch_s == pytest.approx(2e-6)
+    assert op.bound == "launch"
+    assert dispatch_s(op.op, eager=False) == 0
+
+
+def test_tiny_kernels_leave_the_step_host_bound_and_long_ones_hide_the_host(t4):
+    n = 50
+    tiny = replay(_elementwise_chain(n, 64), t4, "sampled")
+    per_op = DISPATCH_US["elementwise"] * 1e-6
+    assert tiny.step_time_s == pytest.approx(n * per_op, rel=0.05)
+    assert tiny.bound == "launch"
+    big = replay(_elementwise_chain(n, 1 << 16), t4, "sampled")  # 64 MiB each: ~0.4 ms
+    idle = sum(o.launch_s for o in big.ops)
+    assert idle < per_op + n * 3e-6  # only the first waits on the host; then the launch gaps
+
+
+# --- reports ----------------------------------------------------------------------------------
+
+def test_the_separation_starts_at_the_roofline_and_ends_at_the_replayed_step(t4):
+    est = replay(_conv(), t4, "sampled")
+    steps = separation(est)
+    assert list(steps) == list(SEPARATION)
+    assert steps["analytic"] == pytest.approx(est.analytic.step_time_s)
+    assert steps["host_and_launch"] == pytest.approx(est.step_time_s)
+    assert steps["clocks"] > steps["kernel_efficiency"]  # the T4 at 900 of 1590 MHz
+
+
+def test_run_reports_the_clocks_and_efficiencies_it_used(t4):
+    from simulator.pipeline import analyze
+    from simulator.report.json_report import run_doc as to_json
+    from simulator.report.text import run_report as render
+    r = analyze(str(REPO / "workloads" / "cnn.json"), t4, fidelity="sampled")
+    text = render(r)
+    assert "SM clock 900 MHz under sustained load of 1590 MHz boost" in text
+    assert "library kernels: main loop at" in text and "eager PyTorch dispatch" in text
+    doc = to_json(r)
+    assert doc["compute_model"]["clocks"]["sustained_MHz"] == 900
+    assert set(doc["compute_model"]["library"]["families"]) == set(library.FAMILIES)
+    a = analyze(str(REPO / "workloads" / "cnn.json"), t4, fidelity="analytic")
+    assert to_json(a)["compute_model"] is None and "SM clock" not in render(a)
+
+
+def test_a_tensor_op_on_a_card_without_tensor_units_falls_back_to_the_cuda_cores(t4):
+    rx = load_hardware("rx-6900-xt")
+    b = TraceBuilder("k", "fp16")
+    w = b.parameter("w", (512, 512), matmul_weight=True)
+    L.linear(b, b.tensor("x", (512, 512), Category.INPUT), w, None, "fc")
+    op = b.trace().ops[0]
+    assert op.unit is Unit.MATRIX
+    kc = kernel_compute(rx, op)
+    assert library.family_of(kc.ceiling.key) == "simt"
+    assert kernel_compute(dataclasses.replace(rx, sustained_clock_mhz=None), op).time_s == \
+        pytest.approx(kc.time_s)
