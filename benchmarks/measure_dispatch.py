@@ -13,6 +13,7 @@ with one figure per op kind). Writes `dispatch.csv` and `dispatch_env.json`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import platform
@@ -90,12 +91,10 @@ def main() -> int:
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
            "cuda": torch.version.cuda, "python": platform.python_version(),
            "cpu": platform.processor() or platform.machine()}
-    try:
+    with contextlib.suppress(OSError, StopIteration):
         env["cpu_model"] = next(line.split(":", 1)[1].strip() for line in
                                 Path("/proc/cpuinfo").read_text().splitlines()
                                 if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
     (out / "dispatch_env.json").write_text(json.dumps(env, indent=1) + "\n")
     return 0
 

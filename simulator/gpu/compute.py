@@ -207,24 +207,33 @@ def kernel_compute(hw: Hardware, op: Op, clock_scale: float | None = None,
                                   DTYPE_BYTES[op.reads[0].tensor.dtype])
         return KernelCompute(c, op.flops / (peak * plan.efficiency * library),
                              plan.tile_efficiency, plan.wave_efficiency, library)
-    # cuDNN in benchmark mode runs whichever of its algorithms is fastest; with TF32 allowed
-    # its FP32 kernels (Winograd among them) stay candidates beside the TF32 ones
-    units = [(c, peak, family)]
+    # cuDNN in benchmark mode runs whichever of its algorithms is fastest
+    return min(conv_candidates(hw, op, clock_scale, costs), key=lambda k: k.time_s)
+
+
+def conv_candidates(hw: Hardware, op: Op, clock_scale: float | None = None,
+                    costs: ConvCosts | None = None) -> list[KernelCompute]:
+    """A convolution through each algorithm cuDNN has for it (gpu/convolution.py), timed as
+    kernel_compute times a GEMM; with TF32 allowed its FP32 kernels (Winograd among them) stay
+    candidates beside the TF32 ones."""
+    c = op_ceiling(hw, op)
+    peak = c.flops_per_s * (clocks(hw).scale if clock_scale is None else clock_scale)
+    units = [(c, peak, kernel_family(c.key))]
     if c.key == "tf32_tensor":
         simt = ceiling(hw, Unit.VECTOR, "fp32")
         units.append((simt, simt.flops_per_s * peak / c.flops_per_s, kernel_family(simt.key)))
-    best = None
     costs = costs or conv_costs()
+    shape = gemm_shape(op)
+    out = []
     for unit, unit_peak, fam in units:
         for algo in conv_algorithms(op, shape, fam.name == "simt", costs):
             plan, library = gemm_plan(algo.gemm, algo.family(fam, costs), hw.sm_count,
                                       split_k=algo.split_k, tiles=CONV_TILES)
             time_s = algo.flops / (unit_peak * plan.efficiency * library) + \
                 algo.transform_bytes / hw.peak_bandwidth_Bps
-            if best is None or time_s < best.time_s:
-                best = KernelCompute(unit, time_s, plan.tile_efficiency, plan.wave_efficiency,
-                                     library, algo.name)
-    return best
+            out.append(KernelCompute(unit, time_s, plan.tile_efficiency, plan.wave_efficiency,
+                                     library, algo.name))
+    return out
 
 
 def launch_overhead_s(hw: Hardware) -> float:
