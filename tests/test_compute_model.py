@@ -224,3 +224,45 @@ def test_a_tensor_op_on_a_card_without_tensor_units_falls_back_to_the_cuda_cores
     assert library.family_of(kc.ceiling.key) == "simt"
     assert kernel_compute(dataclasses.replace(rx, sustained_clock_mhz=None), op).time_s == \
         pytest.approx(kc.time_s)
+
+
+def test_nchw_tensor_core_convolutions_pay_for_cudnns_transposes():
+    from simulator.gpu.convolution import nchw_transpose_bytes
+    nchw = _conv(c_in=64, c_out=64, size=56, dtype="fp16").ops[0]
+    b = TraceBuilder("kernel", "fp16", Execution(channels_last=True))
+    w = b.parameter("conv.weight", (64, 64, 3, 3), matmul_weight=True)
+    L.conv2d(b, b.tensor("x", (16, 64, 56, 56), Category.INPUT), w, None, 1, 1, "conv")
+    nhwc = b.trace().ops[0]
+    assert (nchw.layout, nhwc.layout) == ("nchw", "nhwc")
+    activations = nchw.reads[0].nbytes + nchw.writes[0].nbytes
+    assert nchw_transpose_bytes(nchw) == 2 * activations and nchw_transpose_bytes(nhwc) == 0
+    a6000 = load_hardware("rtx-a6000")
+    assert kernel_compute(a6000, nchw).time_s > kernel_compute(a6000, nhwc).time_s
+
+
+def test_batch_norm_reads_its_activations_twice_from_dram_unless_the_l2_holds_them():
+    from simulator.gpu.l2 import L2Cache
+
+    def bn(size):
+        b = TraceBuilder("bn", "fp32")
+        x = b.tensor("x", (8, 64, size, size), Category.INPUT)
+        w, bias = b.parameter("bn.weight", (64,)), b.parameter("bn.bias", (64,))
+        L.batch_norm2d(b, x, w, bias, [], "bn")
+        return b.trace().ops[0], x.nbytes
+
+    small, small_bytes = bn(8)      # 128 KiB: the second pass hits the L2
+    large, large_bytes = bn(128)    # 32 MiB: it streams through twice
+    cache = 4 << 20
+    assert L2Cache(cache).filter(small).dram_read_bytes < 1.1 * small_bytes
+    assert L2Cache(cache).filter(large).dram_read_bytes >= 2 * large_bytes
+
+
+def test_a_trace_file_keeps_layouts_and_how_kernels_are_launched(tmp_path):
+    from simulator.workload import tracefile
+    trace = _conv()
+    graph = _elementwise_chain(2, 64, Execution(cuda_graphs=True))
+    for t, eager in ((trace, True), (graph, False)):
+        path = tmp_path / f"{t.workload}.jsonl"
+        tracefile.write(t, path)
+        back, _ = tracefile.read(path)
+        assert back.eager is eager and [o.layout for o in back.ops] == [o.layout for o in t.ops]

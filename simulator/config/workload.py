@@ -21,6 +21,7 @@ class Execution:
     allow_tf32_matmul: bool = False   # torch.backends.cuda.matmul.allow_tf32 (default False)
     allow_tf32_conv: bool = True      # torch.backends.cudnn.allow_tf32 (default True)
     cuda_graphs: bool = False         # a captured graph: no per-op host dispatch (gpu/dispatch.py)
+    channels_last: bool = False       # torch.channels_last activations (default NCHW)
     checkpointing: str = "none"       # none | selective (attention cores) | full (every block)
     autocast: str | None = None       # torch.autocast's low-precision type (fp16, bf16) or None
     weight_quantization: str | None = None  # int8: frozen int8 matmul weights, dequantized

@@ -19,6 +19,12 @@ with the ones below, each a GEMM through the library's kernel family (gpu/librar
 
 Winograd's arithmetic: Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks"
 (CVPR 2016). cuDNN runs it for FP32 data; the tensor-core paths run implicit GEMM only.
+
+Tensor-core kernels take NHWC data. Given NCHW (PyTorch's default memory format), cuDNN
+transposes the activations into NHWC and the result back, each transpose a read and a write
+of the tensor through DRAM (NVIDIA's Deep Learning Performance Guide, "Convolutional Layers
+User's Guide", Tensor Layouts in Memory: docs.nvidia.com/deeplearning/performance/
+dl-performance-convolutional): `nchw_transpose_bytes`.
 """
 
 from __future__ import annotations
@@ -77,11 +83,28 @@ def winograd_geometry(op: Op) -> tuple[int, int, int, int, int] | None:
     return n, src.shape[1], c_out, p, q
 
 
+def nchw_transpose_bytes(op: Op) -> int:
+    """What cuDNN's NCHW <-> NHWC transposes around a tensor-core convolution move: each
+    activation the op reads or writes (its 4-D tensors other than the weight) read once and
+    written once; none for channels-last data."""
+    if op.layout != "nchw":
+        return 0
+    weight_grad = is_weight_grad(op)
+    moved = 0
+    for i, a in enumerate((*op.reads, *op.writes)):
+        t = a.tensor
+        is_weight = (i == 1 and not weight_grad) or (i == len(op.reads) and weight_grad)
+        if len(t.shape) == 4 and not is_weight:
+            moved += 2 * a.nbytes
+    return moved
+
+
 def conv_algorithms(op: Op, implicit: GemmShape, simt: bool,
                     costs: ConvCosts) -> list[ConvAlgorithm]:
     """The algorithms cuDNN may pick for this convolution (`implicit`: its implicit GEMM;
     `simt`: FP32 on the CUDA cores, where the Winograd ones apply)."""
-    out = [ConvAlgorithm("implicit_gemm", implicit, split_k=is_weight_grad(op))]
+    transposes = 0 if simt else nchw_transpose_bytes(op)
+    out = [ConvAlgorithm("implicit_gemm", implicit, transposes, split_k=is_weight_grad(op))]
     geometry = winograd_geometry(op) if simt else None
     if geometry is None:
         return out

@@ -91,9 +91,14 @@ class L2Cache:
 
     def filter(self, op: Op) -> OpTraffic:
         out = []
+        seen: set[int] = set()  # a second pass over a storage the op just read (batch norm)
         for a in op.reads:
             sid = a.tensor.storage.id
-            hit = min(self._resident.get(sid, 0), a.nbytes)
+            if sid in seen and a.tensor.storage.nbytes <= self.capacity:
+                hit = a.nbytes
+            else:
+                hit = min(self._resident.get(sid, 0), a.nbytes)
+            seen.add(sid)
             out.append(AccessTraffic(a, a.nbytes - hit, False))
         tiled = tiled_read_bytes(op, self.capacity)
         compulsory = sum(t.dram_bytes for t in out)

@@ -123,8 +123,14 @@ def capture(make_step, name: str) -> Trace:
             kind = next((k for key, k in _KINDS if key in name), "elementwise")
             dtype = next((a.tensor.dtype for a in writes
                           if a.tensor.dtype.startswith(("fp", "bf"))), "fp32")
+            layout = ""
+            if kind == "conv" and args and isinstance(args[0], torch.Tensor) and \
+                    args[0].dim() == 4:
+                nhwc = args[0].is_contiguous(memory_format=torch.channels_last)
+                layout = "nhwc" if nhwc and not args[0].is_contiguous() else "nchw"
             ops.append(Op(len(ops), name, kind, phase, flops, _unique(reads),
-                          _unique(writes), dtype, Unit.MATRIX if flops else Unit.VECTOR))
+                          _unique(writes), dtype, Unit.MATRIX if flops else Unit.VECTOR,
+                          layout=layout))
             return out
 
     def pre_hook(optimizer, args, kwargs):

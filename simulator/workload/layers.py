@@ -23,8 +23,9 @@ def _matmul_math(b: TraceBuilder, conv: bool, dtype: str) -> str:
 
 def _mm(b: TraceBuilder, name: str, reads, writes, flops: int, kind: str = "matmul") -> None:
     dtype = writes[0].dtype
+    layout = ("nhwc" if b.execution.channels_last else "nchw") if kind == "conv" else ""
     b.op(name, kind, reads, writes, flops, Unit.MATRIX, dtype=dtype,
-         math_dtype=_matmul_math(b, kind == "conv", dtype))
+         math_dtype=_matmul_math(b, kind == "conv", dtype), layout=layout)
 
 
 # --- autocast (mixed precision) -------------------------------------------------------------
@@ -217,16 +218,18 @@ def _sum(b: TraceBuilder, x: Tensor, y: Tensor, z: Tensor, name: str) -> Tensor:
 
 
 def _norm_backward(b: TraceBuilder, name: str, x: Tensor, y: Tensor, params: list[Tensor],
-                   reads: list[Tensor]) -> None:
+                   reads: list[Tensor], second_pass: list[Tensor] | None = None) -> None:
     """A normalization's backward: one kernel reads grad(y) and the saved `reads`, and writes
-    the gradients of x and of each parameter."""
+    the gradients of x and of each parameter; `second_pass`: what it reads again, with
+    grad(y), after its reductions (batch norm)."""
     def backward() -> None:
         gy = b.grad_of(y)
         if gy is None:
             return
         gx = b.new_grad(x)
         grads = [b.new_grad(p) for p in params]
-        b.op(f"{name}.backward", "norm", [gy, *reads], [gx, *grads])
+        again = [gy, *second_pass] if second_pass else []
+        b.op(f"{name}.backward", "norm", [gy, *reads, *again], [gx, *grads])
         for p, g in zip(params, grads, strict=True):
             b.accumulate(p, g)
         b.accumulate(x, gx)
@@ -511,13 +514,15 @@ def silu_mul(b: TraceBuilder, gate: Tensor, up: Tensor, name: str) -> Tensor:
 def batch_norm2d(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor, running: list[Tensor],
                  name: str) -> Tensor:
     """Training-mode BatchNorm (cuDNN): saves per-channel mean and inverse std, and updates the
-    running statistics in place."""
+    running statistics in place. Its kernels pass over the activations twice, once for the
+    per-channel sums and once to apply them (forward: x; backward: grad(y) and x), so each
+    op reads those twice: from the L2 the second time when they fit there (gpu/l2.py)."""
     c = x.shape[1]
     y = b.activation(f"{name}.out", x.shape, x, w, dtype=x.dtype)  # cuDNN: fp16 in, fp16 out
     mean = b.activation(f"{name}.save_mean", (c,), dtype="fp32")
     invstd = b.activation(f"{name}.save_invstd", (c,), dtype="fp32")
-    b.op(name, "norm", [x, w, bias, *running], [y, mean, invstd, *running])
-    _norm_backward(b, name, x, y, [w, bias], [x, w, mean, invstd])
+    b.op(name, "norm", [x, x, w, bias, *running], [y, mean, invstd, *running])
+    _norm_backward(b, name, x, y, [w, bias], [x, w, mean, invstd], second_pass=[x])
     return y
 
 

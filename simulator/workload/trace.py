@@ -108,6 +108,7 @@ class Op:
     dtype: str       # the data type of its arithmetic
     unit: Unit
     math_dtype: str = ""  # set when the matrix unit runs another type (tf32 for fp32 convolutions)
+    layout: str = ""      # a convolution's activation layout: nchw or nhwc (channels_last)
 
     @property
     def bytes_read(self) -> int:

@@ -2,12 +2,13 @@
 
 Line 1 is a header: {"format": "gddr6-roofline-sim/trace", "format_version": 1, "workload":
 name, "source": {the workload file's content, when generated from one}, "tensors": N, "ops": M,
-"causal_attention_flops": F}. Then one line per tensor,
+"causal_attention_flops": F, "eager": true}. Then one line per tensor,
 {"tensor": id, "name", "shape", "dtype", "category", "requires_grad", "retained", "alias_of"},
 then one per op, {"op": index, "name", "kind", "phase", "flops", "dtype", "unit", "math_dtype",
-"reads": [[tensor id, bytes, pattern], ...], "writes": [...]}, then the held-tensor releases,
-{"release": tensor id, "at": op index}. Tensor ids are dense from 0 and precede their use, so a
-reader needs one pass and no look-ahead. The format is described in README ("Trace files").
+"layout", "reads": [[tensor id, bytes, pattern], ...], "writes": [...]}, then the held-tensor
+releases, {"release": tensor id, "at": op index}. Tensor ids are dense from 0 and precede
+their use, so a reader needs one pass and no look-ahead. The format is described in README
+("Trace files").
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def records(trace: Trace, source: dict | None = None,
     yield {"format": FORMAT, "format_version": FORMAT_VERSION, "workload": trace.workload,
            "source": source, "captured": captured, "tensors": len(trace.tensors),
            "ops": len(trace.ops),
-           "causal_attention_flops": trace.causal_attention_flops}
+           "causal_attention_flops": trace.causal_attention_flops, "eager": trace.eager}
     for t in trace.tensors:
         yield {"tensor": t.id, "name": t.name, "shape": list(t.shape), "dtype": t.dtype,
                "category": t.category.value, "requires_grad": t.requires_grad,
@@ -50,7 +51,7 @@ def records(trace: Trace, source: dict | None = None,
     for op in trace.ops:
         yield {"op": op.index, "name": op.name, "kind": op.kind, "phase": op.phase.value,
                "flops": op.flops, "dtype": op.dtype, "unit": op.unit.value,
-               "math_dtype": op.math_dtype,
+               "math_dtype": op.math_dtype, "layout": op.layout,
                "reads": [[a.tensor.id, a.nbytes, a.pattern.value] for a in op.reads],
                "writes": [[a.tensor.id, a.nbytes, a.pattern.value] for a in op.writes]}
     for tid, at in trace.releases.items():
@@ -147,7 +148,7 @@ def read(path: Path) -> tuple[Trace, dict]:
                     rec["op"], rec["name"], rec["kind"], Phase(rec["phase"]), rec["flops"],
                     tuple(Access(tensors[i], nb, Pattern(p)) for i, nb, p in rec["reads"]),
                     tuple(Access(tensors[i], nb, Pattern(p)) for i, nb, p in rec["writes"]),
-                    rec["dtype"], Unit(rec["unit"]), rec["math_dtype"]))
+                    rec["dtype"], Unit(rec["unit"]), rec["math_dtype"], rec.get("layout", "")))
             else:
                 _need(rec["release"] < len(tensors), path, n, "$.release",
                       "expected the id of a tensor listed above")
@@ -162,5 +163,5 @@ def read(path: Path) -> tuple[Trace, dict]:
     params = [t for t in tensors if t.category is Category.PARAMETER]
     state = [t for t in tensors if t.category is Category.OPTIMIZER_STATE]
     trace = Trace(header["workload"], ops, tensors, params, state, releases,
-                  header.get("causal_attention_flops", 0))
+                  header.get("causal_attention_flops", 0), header.get("eager", True))
     return trace, header
