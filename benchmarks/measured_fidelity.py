@@ -4,9 +4,10 @@
 
 Kernels: T4 GEMMs (linear and bmm), convolutions and vector ops (elementwise, softmax, layer
 norm) measured alone by NeuSight, each built as a one-kernel step and timed by the simulator
-(the kernel's launch gap included, as a lone measured kernel includes its own). End to end:
-Lambda's ResNet-50 training throughput on seven GDDR6 cards (step = batch / images per second)
-and NeuSight's L4 BERT-large forward and backward. Data and sources: benchmarks/measured/.
+from a cool card, host dispatch included, as a lone measured kernel includes its own. End to
+end: Lambda's ResNet-50 training throughput on seven GDDR6 cards (step = batch / images per
+second) and NeuSight's L4 training steps (BERT-large at batch 2 and 8, GPT-2 large), forward
+and backward apart. Data and sources: benchmarks/measured/.
 
 Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
 max absolute error as fractions of the measured time. `--json` prints
@@ -162,24 +163,40 @@ def lambda_rows(fidelity: str) -> list[dict]:
     return out
 
 
-# NeuSight's whole-step figures for BERT-large on the L4 (benchmarks/measured/README.md)
-BERT_LARGE_L4_MS = {Phase.FORWARD: 102.76, Phase.BACKWARD: 213.54}
-BERT_LARGE = {
-    "format_version": 1, "name": "bert-large-neusight",
-    "model": {"type": "encoder_only_transformer", "vocab_size": 30522, "n_layer": 24,
-              "d_model": 1024, "n_head": 16, "d_ff": 4096, "max_positions": 512,
-              "type_vocab_size": 2, "dropout": 0.1},
-    "data": {"batch_size": 2, "seq_len": 512},
-    "training": {"dtype": "fp32", "loss": "cross_entropy",
-                 "optimizer": {"type": "adamw"}, "execution": {"attention": "math"}},
+# NeuSight's L4 training steps (benchmarks/measured/l4_fp32_training_steps.csv): fp32, TF32
+# off, unfused attention, forward and backward timed apart, no optimizer step
+L4_MODELS = {
+    "bert-large": {"type": "encoder_only_transformer", "vocab_size": 30522, "n_layer": 24,
+                   "d_model": 1024, "n_head": 16, "d_ff": 4096, "max_positions": 512,
+                   "type_vocab_size": 2, "dropout": 0.1},
+    "gpt2-large": {"type": "decoder_only_transformer", "vocab_size": 50257, "n_layer": 36,
+                   "d_model": 1280, "n_head": 20, "context": 1024, "positions": "learned",
+                   "norm": "layernorm", "mlp": "gelu", "bias": True, "tie_embeddings": True,
+                   "dropout": 0.1},
 }
 
 
-def bert_rows(fidelity: str) -> list[dict]:
-    est = analyze(_workload(BERT_LARGE, "bert-large"), load_hardware("l4"),
-                  fidelity=fidelity).estimate
-    return [_result(f"l4 bert-large 2x512 fp32 {phase.value}", est.phase(phase).time_s,
-                    ms * MS) for phase, ms in BERT_LARGE_L4_MS.items()]
+def l4_step(model: str, batch: int, seq_len: int) -> dict:
+    return {"format_version": 1, "name": f"{model}-neusight", "model": L4_MODELS[model],
+            "data": {"batch_size": batch, "seq_len": seq_len},
+            "training": {"dtype": "fp32", "loss": "cross_entropy",
+                         "optimizer": {"type": "adamw"},
+                         "execution": {"attention": "math", "allow_tf32_matmul": False,
+                                       "allow_tf32_conv": False}}}
+
+
+def l4_rows(fidelity: str) -> list[dict]:
+    out = []
+    l4 = load_hardware("l4")
+    with (DATA / "l4_fp32_training_steps.csv").open(newline="") as f:
+        for row in csv.DictReader(f):
+            batch, seq = int(row["batch"]), int(row["seq_len"])
+            spec = _workload(l4_step(row["model"], batch, seq), row["model"])
+            est = analyze(spec, l4, fidelity=fidelity).estimate
+            for phase, col in ((Phase.FORWARD, "forward_ms"), (Phase.BACKWARD, "backward_ms")):
+                out.append(_result(f"l4 {row['model']} {batch}x{seq} fp32 {phase.value}",
+                                   est.phase(phase).time_s, float(row[col]) * MS))
+    return out
 
 
 # --- summary ----------------------------------------------------------------------------------
@@ -207,7 +224,7 @@ def run(sample: int, fidelity: str, only: str | None) -> dict:
         doc["kernels"] = {kind: summary(kernel_rows(kind, sample, fidelity, t4, memo))
                           for kind in KERNELS}
     if only in (None, "end_to_end"):
-        doc["end_to_end"] = summary(lambda_rows(fidelity) + bert_rows(fidelity))
+        doc["end_to_end"] = summary(lambda_rows(fidelity) + l4_rows(fidelity))
     return doc
 
 

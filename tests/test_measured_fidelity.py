@@ -30,8 +30,8 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
         for r in part["rows"]:
             assert r["error"] == pytest.approx(r["predicted_ms"] / r["measured_ms"] - 1)
     assert doc["kernels"]["gemm"]["cases"] == 5
-    # 7 cards' ResNet-50 (fp32 and AMP, one missing) and the L4 BERT-large's two phases
-    assert doc["end_to_end"]["cases"] == 17
+    # 7 cards' ResNet-50 (fp32 and AMP, one missing) and three L4 steps' two phases each
+    assert doc["end_to_end"]["cases"] == 21
 
 
 def test_a_case_is_the_step_it_names(harness):
