@@ -142,12 +142,15 @@ def _workload(raw: dict, name: str):
     return parse_workload(raw, f"{name} (benchmarks/measured_fidelity.py)")
 
 
-def lambda_rows(fidelity: str) -> list[dict]:
-    """ResNet-50 v1.5 training steps: Lambda's batch, AMP or fp32 with TF32 allowed."""
+def lambda_rows(fidelity: str, cards: dict[str, str] | None = None) -> list[dict]:
+    """ResNet-50 v1.5 training steps: Lambda's batch, AMP or fp32 with TF32 allowed. `cards`:
+    only these cards' rows, each at the precision named (amp or fp32)."""
     base = read_json(REPO / "workloads" / "resnet50.json")
     out = []
     with (DATA / "lambda_resnet50_train.csv").open(newline="") as f:
         for row in csv.DictReader(f):
+            if cards is not None and cards.get(row["hardware"]) != row["precision"]:
+                continue
             raw = copy.deepcopy(base)
             raw["data"]["batch_size"] = int(row["batch_size"])
             raw["training"]["execution"] = {"allow_tf32_matmul": True}
