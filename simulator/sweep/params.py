@@ -32,6 +32,8 @@ ALIASES = {
     "l2_bytes": "cache.l2_bytes",
     "l2_bandwidth_GBps": "cache.l2_bandwidth_GBps",
     "sm_count": "compute.sm_count",
+    "sustained_clock_mhz": "compute.clocks_mhz.sustained",
+    "ecc": "memory.ecc",
     "kernel_launch_overhead_us": "compute.kernel_launch_overhead_us",
     "price_usd": "price_usd",
     "tdp_w": "tdp_w",
