@@ -266,3 +266,23 @@ def test_a_trace_file_keeps_layouts_and_how_kernels_are_launched(tmp_path):
         tracefile.write(t, path)
         back, _ = tracefile.read(path)
         assert back.eager is eager and [o.layout for o in back.ops] == [o.layout for o in t.ops]
+
+
+def test_layer_norm_reads_x_twice_where_pytorch_cannot_vectorize_its_rows():
+    """Rows a multiple of 4 elements take PyTorch's one-pass kernel; others two kernels that
+    each read x. The backward's two kernels both read grad(y) and x."""
+    def ln_forward(cols):
+        b = TraceBuilder("ln", "fp32")
+        x = b.tensor("x", (64, cols), Category.INPUT)
+        w, bias = b.parameter("ln.weight", (cols,)), b.parameter("ln.bias", (cols,))
+        L.layer_norm(b, x, w, bias, "ln")
+        return b.trace().ops[0]
+
+    assert [a.tensor.name for a in ln_forward(1024).reads].count("x") == 1
+    assert [a.tensor.name for a in ln_forward(1022).reads].count("x") == 2
+    trace = Step(str(REPO / "workloads" / "gpt2-small.json")).trace
+    backward = [o for o in trace.ops if o.kind == "norm" and o.name.endswith(".backward")]
+    assert backward
+    for op in backward:
+        ids = [a.tensor.storage.id for a in op.reads]
+        assert len(ids) - len(set(ids)) == 2, op.name  # grad(y) and x again

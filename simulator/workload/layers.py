@@ -237,14 +237,23 @@ def _norm_backward(b: TraceBuilder, name: str, x: Tensor, y: Tensor, params: lis
     b.on_backward(backward)
 
 
+# PyTorch's one-pass (vectorized) layer norm takes rows that are a multiple of this many
+# elements; other rows take two kernels, row moments then normalization, each reading x
+# (aten/src/ATen/native/cuda/layer_norm_kernel.cu, LayerNormKernelImplInternal)
+LAYER_NORM_VECTOR = 4
+
+
 def layer_norm(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor, name: str) -> Tensor:
+    """Its backward is two kernels, the input's gradient and then gamma's and beta's, each
+    reading grad(y) and x."""
     x = autocast_fp32(b, x)
     rows = x.numel // x.shape[-1]
     y = b.activation(f"{name}.out", x.shape, x, w)
     mean = b.activation(f"{name}.mean", (rows,), dtype="fp32")
     rstd = b.activation(f"{name}.rstd", (rows,), dtype="fp32")
-    b.op(name, "norm", [x, w, bias], [y, mean, rstd])
-    _norm_backward(b, name, x, y, [w, bias], [x, mean, rstd, w])
+    passes = [x] if x.shape[-1] % LAYER_NORM_VECTOR else []
+    b.op(name, "norm", [x, *passes, w, bias], [y, mean, rstd])
+    _norm_backward(b, name, x, y, [w, bias], [x, mean, rstd, w], second_pass=[x])
     return y
 
 
