@@ -61,12 +61,14 @@ def is_weight_grad(op: Op) -> bool:
     """A convolution's weight gradient: it reads the output gradient (N, C_out, P, Q) and the
     input (N, C_in, H, W), both of the batch, and writes (C_out, C_in, kh, kw). Told by the
     shapes, since under autocast the weight it differentiates is a cast copy, not a
-    parameter."""
+    parameter: a forward has the same pattern only when N = C_in = C_out, and then its
+    output (P x Q) is larger than what it reads second (the kh x kw weight), where a weight
+    gradient's output (the kernel) is smaller than its input image."""
     if op.kind != "conv" or len(op.reads) < 2 or not op.writes:
         return False
     gy, x, out = op.reads[0].tensor.shape, op.reads[1].tensor.shape, op.writes[0].tensor.shape
     return len(gy) == len(x) == len(out) == 4 and gy[0] == x[0] and \
-        out[:2] == (gy[1], x[1]) and out[0] != gy[0]
+        out[:2] == (gy[1], x[1]) and (out[0] != gy[0] or out[2] * out[3] < x[2] * x[3])
 
 
 def winograd_geometry(op: Op) -> tuple[int, int, int, int, int] | None:
