@@ -21,15 +21,20 @@ def release() -> str:
         return "0+unknown"
 
 
+def digested_files() -> list[Path]:
+    """Every module, schema and fitted coefficient file of the package (gpu/
+    library_efficiency.json); not the shipped hardware and workloads, which a point digests
+    itself."""
+    return sorted(p for pattern in ("*.py", "*.json") for p in _PACKAGE.rglob(pattern)
+                  if "_data" not in p.relative_to(_PACKAGE).parts)
+
+
 @cache
 def model_digest() -> str:
-    """SHA-256 of every module and schema of the package (not the shipped data: a point
-    digests the hardware and workload it ran): any edit to how figures are computed changes
-    it, where a release number may not."""
+    """SHA-256 of digested_files(): any edit to how figures are computed, a refit of the
+    model's coefficients included, changes it, where a release number may not."""
     h = hashlib.sha256()
-    files = sorted(p for pattern in ("*.py", "*.schema.json") for p in _PACKAGE.rglob(pattern)
-                   if "_data" not in p.relative_to(_PACKAGE).parts)
-    for p in files:
+    for p in digested_files():
         h.update(p.relative_to(_PACKAGE).as_posix().encode())
         h.update(b"\0")
         h.update(p.read_bytes())

@@ -287,3 +287,10 @@ def test_layer_norm_reads_x_twice_where_pytorch_cannot_vectorize_its_rows():
     for op in backward:
         ids = [a.tensor.storage.id for a in op.reads]
         assert len(ids) - len(set(ids)) == 2, op.name  # grad(y) and x again
+
+
+def test_a_refit_of_the_coefficients_changes_the_model_digest():
+    """Sweep points are reused only under the same model digest: the fitted coefficients are
+    part of the model, so a refit must not leave stale points standing."""
+    from simulator.version import digested_files
+    assert library.COEFFICIENTS.resolve() in [p.resolve() for p in digested_files()]
