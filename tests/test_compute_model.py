@@ -15,7 +15,7 @@ from simulator.gpu import library
 from simulator.gpu.clocks import Clocks, ClockState, clocks
 from simulator.gpu.compute import GemmShape, gemm_plan, kernel_compute
 from simulator.gpu.convolution import conv_algorithms, is_weight_grad
-from simulator.gpu.dispatch import DISPATCH_US, dispatch_s
+from simulator.gpu.dispatch import DISPATCH_US, ISSUE_SHARE, dispatch_s
 from simulator.pipeline import Step
 from simulator.replay import SEPARATION, replay, separation
 from simulator.workload import layers as L
@@ -178,10 +178,13 @@ def test_a_lone_op_waits_for_the_host_and_a_graph_does_not(t4):
 
 
 def test_tiny_kernels_leave_the_step_host_bound_and_long_ones_hide_the_host(t4):
+    """Streamed, the host issues an op in its issue share of a lone op's dispatch time; the
+    last kernel is ready a full dispatch after its call."""
     n = 50
     tiny = replay(_elementwise_chain(n, 64), t4, "sampled")
     per_op = DISPATCH_US["elementwise"] * 1e-6
-    assert tiny.step_time_s == pytest.approx(n * per_op, rel=0.05)
+    issue = per_op * ISSUE_SHARE["elementwise"]
+    assert tiny.step_time_s == pytest.approx((n - 1) * issue + per_op, rel=0.05)
     assert tiny.bound == "launch"
     big = replay(_elementwise_chain(n, 1 << 16), t4, "sampled")  # 64 MiB each: ~0.4 ms
     idle = sum(o.launch_s for o in big.ops)

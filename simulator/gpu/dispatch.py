@@ -12,6 +12,8 @@ the GPU's launch gap and a tiny kernel's few microseconds. The H200 host of
 `benchmarks/measured/h200/` (PyTorch 2.11, four years later) measures the same floors within
 about 20 % (elementwise 23-26 us, softmax 23, mm 29-32, layer norm 42), so the figures are
 the framework's and carry across cards; a much faster or slower host CPU shifts them.
+Streamed, the host moves on after `issue_s` of it; the kernel is ready `dispatch_s` after
+the op's call.
 """
 
 from __future__ import annotations
@@ -33,8 +35,21 @@ DISPATCH_US = {
 }
 DEFAULT_DISPATCH_US = 26.0  # an op of a kind not listed: a generic ATen op
 
+# The share of that time the host is busy with the op: issued back to back, ops leave the
+# host this much faster than one alone reaches the GPU (the rest is latency the next ops'
+# dispatch overlaps). Streamed over lone time on the H200 host, 1000 ops each
+# (benchmarks/measured/h200/dispatch.csv: elementwise 5.0 of 10.5-11.0 us, mm 11.6 of 19.3).
+ISSUE_SHARE = {"elementwise": 0.47, "copy": 0.49, "reduction": 0.48, "norm": 0.62,
+               "matmul": 0.62, "conv": 0.67}
+DEFAULT_ISSUE_SHARE = 0.5   # a kind not measured: about the measured ones' middle
+
 
 def dispatch_s(op: Op, eager: bool = True) -> float:
-    """Host seconds from the op's call to its kernel's launch; none when a captured CUDA graph
-    (or a native program) launches the kernels (`eager` False)."""
+    """Seconds from the op's call to its kernel being ready to launch, for an op alone; none
+    when a captured CUDA graph (or a native program) launches the kernels (`eager` False)."""
     return DISPATCH_US.get(op.kind, DEFAULT_DISPATCH_US) * 1e-6 if eager else 0.0
+
+
+def issue_s(op: Op, eager: bool = True) -> float:
+    """Seconds the host is busy with the op before it moves to the next (within dispatch_s)."""
+    return dispatch_s(op, eager) * ISSUE_SHARE.get(op.kind, DEFAULT_ISSUE_SHARE)

@@ -26,7 +26,7 @@ from simulator.errors import InputError
 from simulator.estimate import OpTime, StepEstimate, estimate
 from simulator.gpu.clocks import ClockState, clocks
 from simulator.gpu.compute import kernel_compute, launch_overhead_s
-from simulator.gpu.dispatch import dispatch_s
+from simulator.gpu.dispatch import dispatch_s, issue_s
 from simulator.gpu.l2 import L2Cache, OpTraffic, cache_capacity, l2_bandwidth_Bps
 from simulator.replay.bottleneck import Bottlenecks, summarize
 from simulator.replay.memory import CycleMemory, SampledMemory, Service
@@ -173,10 +173,13 @@ class Replay:
 
     def _host(self, env: simpy.Environment, launches: simpy.Store):
         """The host dispatches the step's ops one after another, each at its framework cost,
-        and queues their kernels; it never waits for the GPU (no sync inside a step)."""
+        and queues their kernels, each ready to launch its full dispatch time after the op's
+        call; it never waits for the GPU (no sync inside a step)."""
+        eager = self.trace.eager
         for op in self.trace.ops:
-            yield env.timeout(dispatch_s(op, self.trace.eager))
-            yield launches.put(op)
+            called = env.now
+            yield env.timeout(issue_s(op, eager))
+            yield launches.put((op, called + dispatch_s(op, eager)))
 
     def _kernel_stream(self, env: simpy.Environment):
         launches = simpy.Store(env)
@@ -188,8 +191,8 @@ class Replay:
                        desc=f"replay ({self.fidelity})")
         for _ in self.trace.ops:
             idle_from = env.now
-            op = yield launches.get()      # the GPU waits here when the host is behind
-            yield env.timeout(self.launch_s)
+            op, ready = yield launches.get()  # the GPU waits here when the host is behind
+            yield env.timeout(max(0.0, ready - env.now) + self.launch_s)
             idle_s = env.now - idle_from
             self.clock.idle(idle_s)
             kc = kernel_compute(self.hw, op, clock_scale=1.0)

@@ -25,7 +25,7 @@ from simulator.config.hardware import Hardware
 from simulator.dram.system import Counters, MemorySystem, turnaround_cycles_per_switch
 from simulator.estimate import MEMORY_BOUNDS, OpTime
 from simulator.gpu.compute import launch_overhead_s
-from simulator.gpu.dispatch import dispatch_s
+from simulator.gpu.dispatch import dispatch_s, issue_s
 from simulator.gpu.l2 import L2Cache, cache_capacity
 
 CAUSES = ("row_misses", "bank_group_spacing", "read_write_turnaround", "refresh",
@@ -63,12 +63,12 @@ def _split_lost(c: Counters, span_ck: float, ms: MemorySystem, latency_bound: bo
     return {k: lost * v / total for k, v in raw.items()} if total else {}
 
 
-def timeline_s(issued_s: np.ndarray, busy_s: list[float], gap_s: float) -> float:
-    """When the last kernel ends: each starts a launch gap after both its host dispatch is
-    done (`issued_s`, cumulative) and the kernel before it has ended (replay's story)."""
+def timeline_s(ready_s: np.ndarray, busy_s: list[float], gap_s: float) -> float:
+    """When the last kernel ends: each starts a launch gap after both it is ready (its host
+    dispatch done, `ready_s`) and the kernel before it has ended (replay's story)."""
     end = 0.0
-    for issued, busy in zip(issued_s, busy_s, strict=True):
-        end = max(end, issued) + gap_s + busy
+    for ready, busy in zip(ready_s, busy_s, strict=True):
+        end = max(end, ready) + gap_s + busy
     return end
 
 
@@ -110,9 +110,10 @@ def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list,
         busy["l2_bandwidth_+25%"].append(max(o.compute_s, mem, o.l2_s / SPEEDUP))
         busy["l2_capacity_x2"].append(max(o.compute_s, min(l2x2_mem, mem), o.l2_s))
     # kernels that end sooner can leave the GPU waiting on the host: rerun the timeline
-    issued = np.cumsum([dispatch_s(o.op, eager) for o in timed])
+    called = np.concatenate(([0.0], np.cumsum([issue_s(o.op, eager) for o in timed])[:-1]))
+    ready = called + np.array([dispatch_s(o.op, eager) for o in timed])
     gap = launch_overhead_s(hw)
-    what_if = {k: timeline_s(issued, b, gap) for k, b in busy.items()}
+    what_if = {k: timeline_s(ready, b, gap) for k, b in busy.items()}
     best = min(what_if, key=what_if.get)
     mem_share = sum(v for k, v in by_bound.items() if k in MEMORY_BOUNDS) / step if step else 0.0
     return Bottlenecks(step, mem_share, by_bound,
