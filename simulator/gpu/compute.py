@@ -99,6 +99,7 @@ class KernelCompute:
     wave_efficiency: float   # share of SMs busy over the waves of tiles
     library_efficiency: float = 1.0  # main loop x per-tile overhead (gpu/library.py)
     algorithm: str = ""      # a convolution's: gpu/convolution.py
+    fixed_s: float = 0.0     # of time_s, what no FLOP/s peak shortens (ConvCosts.kernel_us)
 
 
 def gemm_shape(op: Op) -> GemmShape | None:
@@ -229,10 +230,11 @@ def conv_candidates(hw: Hardware, op: Op, clock_scale: float | None = None,
         for algo in conv_algorithms(op, shape, fam.name == "simt", costs):
             plan, library = gemm_plan(algo.gemm, algo.family(fam, costs), hw.sm_count,
                                       split_k=algo.split_k, tiles=CONV_TILES)
-            time_s = algo.flops / (unit_peak * plan.efficiency * library) + \
-                algo.transform_bytes / hw.peak_bandwidth_Bps
+            fixed_s = algo.transform_bytes / hw.peak_bandwidth_Bps + \
+                algo.kernels * costs.kernel_us * 1e-6
+            time_s = algo.flops / (unit_peak * plan.efficiency * library) + fixed_s
             out.append(KernelCompute(unit, time_s, plan.tile_efficiency, plan.wave_efficiency,
-                                     library, algo.name))
+                                     library, algo.name, fixed_s))
     return out
 
 

@@ -15,7 +15,9 @@ with the ones below, each a GEMM through the library's kernel family (gpu/librar
   through all 16 in shared memory, so its grid is tiles x C_out, a GEMM whose K runs 16 x C_in;
 - Winograd F(4x4, 3x3), non-fused (..._WINOGRAD_NONFUSED): 36 independent GEMMs of
   (batch x 4x4 tiles) x C_out x C_in, 4x fewer multiplies, but the transformed input, filter
-  and output go through memory (written, then read): worth it when channels are many.
+  and output go through memory (written, then read), in four kernels (data, filter and output
+  transforms beside the GEMM, as NeuSight's profiles list them): worth it when channels are
+  many.
 
 Winograd's arithmetic: Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks"
 (CVPR 2016). cuDNN runs it for FP32 data; the tensor-core paths run implicit GEMM only.
@@ -45,6 +47,7 @@ class ConvAlgorithm:
     transform_bytes: int = 0  # bytes its transforms move through DRAM, beyond the op's own
     main_loop: float = 1.0    # its kernel's main loop against a plain GEMM's (ConvCosts)
     split_k: bool = False     # K split across blocks when the output has too few tiles
+    kernels: int = 1          # kernels it launches (each costs ConvCosts.kernel_us)
 
     def family(self, gemm_family: KernelFamily, costs: ConvCosts) -> KernelFamily:
         """The GEMM family with this algorithm's own losses (gpu/library.py ConvCosts)."""
@@ -118,5 +121,5 @@ def conv_algorithms(op: Op, implicit: GemmShape, simt: bool,
     tiles4 = n * math.ceil(p / 4) * math.ceil(q / 4)
     moved = 2 * 36 * (tiles4 * c_in + tiles4 * c_out + c_in * c_out) * elem
     out.append(ConvAlgorithm("winograd_nonfused_4x4", GemmShape(36, tiles4, c_out, c_in),
-                             moved, costs.winograd_nonfused))
+                             moved, costs.winograd_nonfused, kernels=4))
     return out

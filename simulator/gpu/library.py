@@ -98,16 +98,19 @@ def kernel_family(ceiling_key: str) -> KernelFamily:
 class ConvCosts:
     """What cuDNN's convolution kernels lose beyond the GEMM family's losses (gpu/
     convolution.py): the operand gather, per tile (`k_overhead`, K elements, added to the
-    family's), and the Winograd kernels' in-kernel transforms (`winograd_fused`,
-    `winograd_nonfused`: factors on the main loop)."""
+    family's), the Winograd kernels' in-kernel transforms (`winograd_fused`,
+    `winograd_nonfused`: factors on the main loop), and a fixed GPU time per kernel an
+    algorithm launches (`kernel_us`: the non-fused Winograd launches four, the others one)."""
 
     k_overhead: float = 0.0
     winograd_fused: float = 1.0
     winograd_nonfused: float = 1.0
+    kernel_us: float = 0.0   # GPU time per kernel an algorithm launches, beyond its GEMM
 
 
 @cache
 def conv_costs() -> ConvCosts:
     doc = json.loads(COEFFICIENTS.read_text()).get("convolution", {})
     return ConvCosts(**{k: float(doc[k]) for k in
-                        ("k_overhead", "winograd_fused", "winograd_nonfused") if k in doc})
+                        ("k_overhead", "winograd_fused", "winograd_nonfused", "kernel_us")
+                        if k in doc})

@@ -52,6 +52,7 @@ class OpReplay:
     wave_efficiency: float
     shares: object                  # ops with the same share one DRAM result (memory.shares)
     boost_compute_s: float = 0.0    # the arithmetic through the library at the boost clock
+    fixed_share: float = 0.0        # of it, what no FLOP/s peak shortens (KernelCompute.fixed_s)
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ class Replay:
             self.detail.append(OpReplay(traffic, service, kc.tile_efficiency,
                                         kc.wave_efficiency,
                                         self.memory.shares(demand.requests, demand.key),
-                                        kc.time_s))
+                                        kc.time_s, kc.fixed_s / kc.time_s if kc.time_s else 0.0))
             if bar is not None:
                 bar.update()
         if bar is not None:

@@ -96,7 +96,7 @@ def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list,
     busy: dict[str, list[float]] = {"dram_bandwidth_+25%": [], "compute_+25%": [],
                                     "l2_bandwidth_+25%": [], "l2_capacity_x2": []}
     efficiency = busy_total / span_total if span_total else DEFAULT_DRAM_EFFICIENCY
-    for o in timed:
+    for o, d in zip(timed, detail, strict=True):
         # a DRAM that kept pace with the SMs took the SMs' time; on its own it would take
         # about its bytes at the efficiency DRAM-bound ops reached
         mem = o.memory_s
@@ -106,7 +106,8 @@ def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list,
         saved = bigger.filter(o.op).dram_bytes
         l2x2_mem = mem * (saved / o.bytes_to_dram) if o.bytes_to_dram else mem
         busy["dram_bandwidth_+25%"].append(max(o.compute_s, dram_bw_s, o.l2_s))
-        busy["compute_+25%"].append(max(o.compute_s / SPEEDUP, mem, o.l2_s))
+        fixed = o.compute_s * d.fixed_share  # (a convolution's transforms and launches)
+        busy["compute_+25%"].append(max(fixed + (o.compute_s - fixed) / SPEEDUP, mem, o.l2_s))
         busy["l2_bandwidth_+25%"].append(max(o.compute_s, mem, o.l2_s / SPEEDUP))
         busy["l2_capacity_x2"].append(max(o.compute_s, min(l2x2_mem, mem), o.l2_s))
     # kernels that end sooner can leave the GPU waiting on the host: rerun the timeline
