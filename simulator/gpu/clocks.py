@@ -44,12 +44,6 @@ class Clocks:
         """The share of the datasheet peak the SMs run at under load (1 when not stated)."""
         return self.sustained_mhz / self.boost_mhz if self.stated else 1.0
 
-    def describe(self) -> str:
-        if not self.stated:
-            return "SM clock: the rated boost (the hardware file states no sustained clock)"
-        return (f"SM clock {self.boost_mhz:g} MHz boost, {self.sustained_mhz:g} MHz under "
-                f"sustained load (compute peaks x {self.scale:.2f} once hot)")
-
 
 def clocks(hw: Hardware) -> Clocks:
     return Clocks(hw.boost_clock_mhz, hw.sustained_clock_mhz)

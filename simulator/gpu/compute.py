@@ -188,6 +188,11 @@ def gemm_plan(shape: GemmShape, family: KernelFamily, sms: int | None,
     return plan, library(plan)
 
 
+def _peak_at_clock(hw: Hardware, c: Ceiling, clock_scale: float | None) -> float:
+    """The ceiling's FLOP/s at `clock_scale` x the boost clock; None: the sustained clock."""
+    return c.flops_per_s * (clocks(hw).scale if clock_scale is None else clock_scale)
+
+
 def kernel_compute(hw: Hardware, op: Op, clock_scale: float | None = None,
                    costs: ConvCosts | None = None) -> KernelCompute:
     """The op's arithmetic through the library's kernel (its tile plan, main loop and per-tile
@@ -195,7 +200,7 @@ def kernel_compute(hw: Hardware, op: Op, clock_scale: float | None = None,
     holds under sustained load (gpu/clocks.py). `costs`: convolutions' own losses, when not
     the fitted ones (gpu/library.py)."""
     c = op_ceiling(hw, op)
-    peak = c.flops_per_s * (clocks(hw).scale if clock_scale is None else clock_scale)
+    peak = _peak_at_clock(hw, c, clock_scale)
     if op.unit is not Unit.MATRIX or not op.flops:
         return KernelCompute(c, op.flops / peak, 1.0, 1.0)
     family = kernel_family(c.key)
@@ -218,7 +223,7 @@ def conv_candidates(hw: Hardware, op: Op, clock_scale: float | None = None,
     kernel_compute times a GEMM; with TF32 allowed its FP32 kernels (Winograd among them) stay
     candidates beside the TF32 ones."""
     c = op_ceiling(hw, op)
-    peak = c.flops_per_s * (clocks(hw).scale if clock_scale is None else clock_scale)
+    peak = _peak_at_clock(hw, c, clock_scale)
     units = [(c, peak, kernel_family(c.key))]
     if c.key == "tf32_tensor":
         simt = ceiling(hw, Unit.VECTOR, "fp32")

@@ -94,14 +94,9 @@ def nchw_transpose_bytes(op: Op) -> int:
     written once; none for channels-last data."""
     if op.layout != "nchw":
         return 0
-    weight_grad = is_weight_grad(op)
-    moved = 0
-    for i, a in enumerate((*op.reads, *op.writes)):
-        t = a.tensor
-        is_weight = (i == 1 and not weight_grad) or (i == len(op.reads) and weight_grad)
-        if len(t.shape) == 4 and not is_weight:
-            moved += 2 * a.nbytes
-    return moved
+    weight = op.writes[0] if is_weight_grad(op) else op.reads[1]
+    return sum(2 * a.nbytes for a in (*op.reads, *op.writes)
+               if a is not weight and len(a.tensor.shape) == 4)
 
 
 def conv_algorithms(op: Op, implicit: GemmShape, simt: bool,
