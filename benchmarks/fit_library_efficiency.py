@@ -41,9 +41,11 @@ import numpy as np
 from scipy.optimize import least_squares, minimize_scalar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, measured_fidelity
+
+from measured_fidelity import conv_trace  # noqa: E402  (the case as the harness builds it)
 
 from simulator.config.hardware import Hardware, load_hardware  # noqa: E402
-from simulator.config.workload import Execution  # noqa: E402
 from simulator.gpu import library  # noqa: E402
 from simulator.gpu.clocks import POWER_RESPONSE_S, ClockState, clocks  # noqa: E402
 from simulator.gpu.compute import (  # noqa: E402
@@ -54,9 +56,7 @@ from simulator.gpu.compute import (  # noqa: E402
     launch_overhead_s,
 )
 from simulator.gpu.dispatch import DISPATCH_US  # noqa: E402
-from simulator.workload import layers as L  # noqa: E402
-from simulator.workload.builder import TraceBuilder  # noqa: E402
-from simulator.workload.trace import DTYPE_BYTES, Category, Op, Unit  # noqa: E402
+from simulator.workload.trace import DTYPE_BYTES, Unit  # noqa: E402
 
 MEASURED = Path(__file__).resolve().parent / "measured"
 H200_KERNELS = MEASURED / "h200" / "kernels.csv"
@@ -132,18 +132,6 @@ CONV_PARAMETERS = (("k_overhead", 0.0, 2048.0, 64.0), ("winograd_fused", 0.1, 1.
                    ("winograd_nonfused", 0.1, 1.5, 0.8), ("kernel_us", 0.0, 200.0, 10.0))
 
 
-def conv_op(row: dict) -> Op:
-    """`nn.Conv2d(in, out, kernel, stride, padding, bias=False)` forward, FP32 (TF32 off)."""
-    b = TraceBuilder("kernel", "fp32", Execution(allow_tf32_conv=False))
-    n, c_in, c_out, k, size, stride, pad = (int(row[c]) for c in (
-        "batch", "in_channels", "out_channels", "kernel_size", "input_size", "stride",
-        "padding"))
-    w = b.parameter("conv.weight", (c_out, c_in, k, k), matmul_weight=True)
-    x = b.tensor("x", (n, c_in, size, size), Category.INPUT)
-    L.conv2d(b, x, w, None, stride, pad, "conv")
-    return b.trace().ops[0]
-
-
 def conv_cases(hw: Hardware) -> list[dict]:
     host_s = DISPATCH_US["conv"] * 1e-6 * V100_HOST_SCALE + launch_overhead_s(hw)
     out = []
@@ -151,7 +139,7 @@ def conv_cases(hw: Hardware) -> list[dict]:
         for row in csv.DictReader(f):
             compute_s = float(row["latency_ms"]) * 1e-3 - host_s
             if compute_s >= (FLOOR_MULTIPLE - 1) * host_s:
-                out.append(dict(op=conv_op(row), compute_s=compute_s,
+                out.append(dict(op=conv_trace(row).ops[0], compute_s=compute_s,
                                 algorithm=row["algorithm"]))
     return out
 
