@@ -110,6 +110,12 @@ def test_library_coefficients_are_what_the_fit_script_writes():
             assert getattr(fam, key) == pytest.approx(shipped["families"][name][key], rel=0.02,
                                                       abs=0.01), (name, key)
         assert median == pytest.approx(shipped["families"][name]["median_abs_error"], abs=0.01)
+    v100 = load_hardware("v100-pcie-32gb")
+    costs, median, _ = fit.fit_conv(fit.conv_cases(v100), v100)
+    for key in ("k_overhead", "winograd_fused", "winograd_nonfused", "kernel_us"):
+        assert getattr(costs, key) == pytest.approx(shipped["convolution"][key], rel=0.02,
+                                                    abs=0.01), key
+    assert median == pytest.approx(shipped["convolution"]["median_abs_error"], abs=0.01)
 
 
 def test_a_smaller_k_loop_and_an_unaligned_operand_cost_efficiency():
