@@ -221,6 +221,9 @@ def test_run_reports_the_clocks_and_efficiencies_it_used(t4):
     assert set(doc["compute_model"]["library"]["families"]) == set(library.FAMILIES)
     a = analyze(str(REPO / "workloads" / "cnn.json"), t4, fidelity="analytic")
     assert to_json(a)["compute_model"] is None and "SM clock" not in render(a)
+    stream = analyze(str(REPO / "workloads" / "stream.json"), t4, fidelity="sampled")
+    assert "host: none per op" in render(stream)  # a native program: no eager dispatch
+    assert to_json(stream)["compute_model"]["host_dispatch_us_by_op_kind"] == {}
 
 
 def test_a_tensor_op_on_a_card_without_tensor_units_falls_back_to_the_cuda_cores(t4):

@@ -65,7 +65,8 @@ def run_doc(r: RunResult) -> dict[str, Any]:
         "fidelity": est.memory_model,
         "hardware": hardware_doc(r.hardware),
         # what the replay ran the SMs and the host at; null for the analytic roofline
-        "compute_model": compute_settings(r.hardware) if est.analytic is not est else None,
+        "compute_model": (compute_settings(r.hardware, est.trace.eager)
+                          if est.analytic is not est else None),
         "workload": {
             "name": spec.name, "path": spec.path, "model_type": spec.model["type"],
             "dtype": spec.dtype, "batch_size": spec.batch_size, "seq_len": spec.seq_len,

@@ -34,9 +34,9 @@ def hardware_line(hw: Hardware) -> str:
             f"{m.capacity_bytes / GiB:.0f} GiB")
 
 
-def compute_lines(hw: Hardware) -> list[str]:
+def compute_lines(hw: Hardware, eager: bool = True) -> list[str]:
     """What the replay ran the SMs and the host at (gpu/model.py): absent from analytic."""
-    c = compute_settings(hw)
+    c = compute_settings(hw, eager)
     clk, fam = c["clocks"], c["library"]["families"]
     if clk["stated"]:
         clock = (f"SM clock {clk['sustained_MHz']:g} MHz under sustained load of "
@@ -50,8 +50,10 @@ def compute_lines(hw: Hardware) -> list[str]:
                 f"{f['mainloop'] * 100:.0f} % ({n})" for n, f in fam.items()) +
             " of the clock's peak, less tile, wave and per-tile losses "
             f"({c['library']['coefficients_file']})",
-            f"  host: eager PyTorch dispatch {min(host.values()):g}-{max(host.values()):g} us "
-            f"per op by kind; launch gap {c['kernel_launch_gap_us']:g} us"]
+            (f"  host: eager PyTorch dispatch {min(host.values()):g}-{max(host.values()):g} us "
+             "per op by kind" if host else "  host: none per op (a captured CUDA graph or a "
+             "native program launches the kernels)") +
+            f"; launch gap {c['kernel_launch_gap_us']:g} us"]
 
 
 def hardware_details(hw: Hardware) -> str:
@@ -131,7 +133,7 @@ def run_report(r: RunResult, top: int = 10) -> str:
         lines[1:3] = [f"  memory benchmark: {', '.join(spec.model['kernels'])} over three arrays "
                       f"of {spec.model['array_elements']:,} {spec.dtype}"]
     if est.analytic is not est:  # replayed: say what the compute side ran at
-        lines += compute_lines(hw)
+        lines += compute_lines(hw, trace.eager)
     if trace.causal_attention_flops:
         lines.insert(3, f"  causal attention: {fmt_flops(trace.causal_attention_flops)} counted "
                         "in full (FlopCounterMode); a kernel skipping masked blocks does half")
