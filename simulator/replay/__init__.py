@@ -95,11 +95,10 @@ def separation(est: StepEstimate) -> dict[str, float]:
     waits on the host and the launch gap (the replayed step). The differences between
     neighbours are what each effect costs."""
     d: ReplayDetails = est.replay
-    peak = est.hardware.peak_bandwidth_Bps
     steps = dict.fromkeys(SEPARATION, 0.0)
     steps["analytic"] = d.analytic.step_time_s
-    for o, r in zip(est.ops, d.per_op, strict=True):
-        at_peak = o.op.bytes_moved / peak
+    for o, r, a in zip(est.ops, d.per_op, d.analytic.ops, strict=True):
+        at_peak = a.memory_s  # the op's bytes at peak bandwidth, as the roofline has them
         steps["kernel_efficiency"] += max(r.boost_compute_s, at_peak)
         steps["clocks"] += max(o.compute_s, at_peak)
         steps["dram_and_l2"] += max(o.compute_s, o.memory_s, o.l2_s)
