@@ -1,7 +1,8 @@
-"""Where the shipped hardware and workload files are: the checkout, or the installed package.
+"""Where the shipped hardware, host and workload files are: the checkout, or the installed
+package.
 
-In a checkout they sit at the repo root (`hardware/`, `workloads/`); a wheel carries the same files
-as `simulator._data.hardware` and `simulator._data.workloads` (see pyproject.toml).
+In a checkout they sit at the repo root (`hardware/`, `hosts/`, `workloads/`); a wheel carries
+the same files as `simulator._data.hardware`, `.hosts` and `.workloads` (see pyproject.toml).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ def workloads_dir() -> Path:
     return _data_dir("workloads")
 
 
+def hosts_dir() -> Path:
+    return _data_dir("hosts")
+
+
 def shipped_names(directory: Path) -> list[str]:
     return sorted(p.name[:-5] for p in directory.iterdir()
                   if p.name.endswith(".json") and p.is_file())
@@ -55,9 +60,10 @@ def timing_preset(spec: str, beside: Path) -> Path:
 
 
 def resolve(kind: str, spec: str) -> Path:
-    """What a user's `spec` names among `kind` ('hardware' or 'workloads'): an existing file;
-    else the shipped file it names: `NAME`, `NAME.json` or `KIND/...json` (so the repo-relative
-    form works outside the checkout). A missing path comes back as given: reading it says so."""
+    """What a user's `spec` names among `kind` ('hardware', 'hosts' or 'workloads'): an
+    existing file; else the shipped file it names: `NAME`, `NAME.json` or `KIND/...json` (so
+    the repo-relative form works outside the checkout). A missing path comes back as given:
+    reading it says so."""
     from simulator.errors import InputError
 
     path = Path(spec)
@@ -70,7 +76,7 @@ def resolve(kind: str, spec: str) -> Path:
     if entry is not None and parts[-1].endswith(".json") and entry.is_file():
         return entry
     if not spec.endswith(".json") and "/" not in spec and "\\" not in spec:
-        what = kind.rstrip("s")
+        what = {"hosts": "host", "workloads": "workload"}.get(kind, kind)
         names = ", ".join(shipped_names(_data_dir(kind)))
         raise InputError(f"unknown {what} '{spec}'; expected a path to a .json file or one of: "
                          f"{names}")
