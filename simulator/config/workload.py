@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator import resources
+from simulator.config.dataset import DatasetSpec, LoaderSpec, parse_dataset, parse_loader
 from simulator.config.loader import load
 from simulator.config.models import check_model
 from simulator.config.pruning import prune
@@ -58,6 +59,8 @@ class WorkloadSpec:
     execution: Execution = field(default_factory=Execution)
     loss_scaling: bool = False
     path: str = ""
+    dataset: DatasetSpec | None = None   # None: synthetic inputs, no input pipeline
+    loader: LoaderSpec = field(default_factory=LoaderSpec)
 
 
 _COMMON = {"lr", "weight_decay", "implementation", "state_dtype"}
@@ -109,6 +112,7 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
     if data["batch_size"] % data.get("micro_batches", 1):
         raise InputError(f"expected micro_batches to divide batch_size ({data['batch_size']}), "
                          f"got {data['micro_batches']}", file=file, path="$.data.micro_batches")
+    dataset = parse_dataset(data["dataset"], file) if "dataset" in data else None
     return WorkloadSpec(
         name=raw["name"], description=raw.get("description", ""), model=model,
         batch_size=data["batch_size"], src_seq_len=data.get("src_seq_len"),
@@ -120,7 +124,8 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
                             checkpointing=training.get("checkpointing", "none"),
                             autocast=None if amp == "none" else amp,
                             weight_quantization=training.get("weight_quantization")),
-        loss_scaling=training.get("loss_scaling", amp == "fp16"), path=file)
+        loss_scaling=training.get("loss_scaling", amp == "fp16"), path=file,
+        dataset=dataset, loader=parse_loader(data.get("loader", {}), dataset, file))
 
 
 def _benchmark(raw: dict, file: str) -> WorkloadSpec:
