@@ -34,8 +34,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InputError(f"--own-windows sets how the sampled replay measures ops; with "
                          f"--fidelity {fidelity} it would change nothing: expected --fidelity "
                          "sampled, or no --own-windows")
+    host = None
+    if args.host:
+        from simulator.config.host import load_host
+
+        host = load_host(args.host)
     result = analyze(args.workload, hw, fidelity=fidelity,
-                     progress=sys.stderr.isatty(), share_shapes=not args.own_windows)
+                     progress=sys.stderr.isatty(), share_shapes=not args.own_windows, host=host)
     if args.out:
         from simulator.report.outputs import write_outputs
 
@@ -57,13 +62,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from simulator.sweep.spec import build, load_sweep, parse_vary
 
     cards = (args.hardware or "t4").split(",")
-    if args.vary or len(cards) > 1:
+    hosts = args.host.split(",") if args.host else []
+    if args.vary or len(cards) > 1 or len(hosts) > 1:
         workloads = args.target.split(",")
-        name = "-".join(file_label(x) for x in workloads + cards)
+        name = "-".join(file_label(x) for x in workloads + cards + hosts)
         spec = build(name, cards if len(cards) > 1 else cards[0], workloads,
-                     parse_vary(args.vary or []), args.fidelity, "command line")
+                     parse_vary(args.vary or []), args.fidelity, "command line",
+                     hosts if len(hosts) > 1 else hosts[0] if hosts else None)
     else:
-        if args.hardware:
+        if args.hardware or args.host:
             _one_card_nothing_varied(args.target)
         spec = load_sweep(Path(args.target), args.fidelity)
     out = Path(args.out or f"sweep-{spec.name}")
@@ -72,7 +79,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                              "the same command goes on from there")
     points = len(spec.points())
     print(f"sweep {spec.name}: {points} points ({len(spec.workloads)} workloads x "
-          f"{points // len(spec.workloads)} hardware settings), {spec.fidelity} fidelity, "
+          f"{points // len(spec.workloads)} settings), {spec.fidelity} fidelity, "
           f"results in {out}/", file=sys.stderr)
     bar = None
     if sys.stderr.isatty():
@@ -84,9 +91,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if bar:
         bar.close()
     workloads = list(spec.workloads)
-    written = sweep_report.write(out, spec.name, {"hardware": spec.hardware,
-                                                  "fidelity": spec.fidelity}, rows,
-                                 spec.axes, workloads)
+    extra = {"hardware": spec.hardware, **({"host": spec.host} if spec.host else {}),
+             "fidelity": spec.fidelity}
+    written = sweep_report.write(out, spec.name, extra, rows, spec.axes, workloads)
     failed = [r for r in rows if r.get("error")]
     if args.json:
         _print_json(json.loads((out / f"{spec.name}.json").read_text()))
@@ -103,19 +110,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _one_card_nothing_varied(target: str) -> None:
-    """`sweep TARGET --hardware CARD` without --vary: say what is wrong with it (a sweep file
-    names its own hardware; a workload, unknown or not, is named as such)."""
+    """`sweep TARGET --hardware CARD` (or `--host HOST`) without --vary: say what is wrong with
+    it (a sweep file names its own hardware and host; a workload, unknown or not, is named as
+    such)."""
     from simulator.config.loader import read_json
 
     path = Path(target)
     if path.is_file() and target.endswith(".json"):
         doc = read_json(path)
         if isinstance(doc, dict) and "workloads" in doc:
-            raise InputError("--hardware goes with --vary or names several cards; a sweep "
-                             "file names its hardware", file=target)
+            raise InputError("--hardware and --host go with --vary or name several cards or "
+                             "hosts; a sweep file names its own", file=target)
     load_workload(target)  # an unknown or broken workload says so
     raise InputError(f"nothing to vary for {target} on one card: expected --vary NAME=V1,V2,... "
-                     "or several cards to compare (--hardware t4,l4)")
+                     "or several cards or hosts to compare (--hardware t4,l4, --host "
+                     "hdd-server,nvme-workstation)")
 
 
 def _planned(reuse, out: Path, bar) -> None:
@@ -160,6 +169,35 @@ def cmd_hardware_show(args: argparse.Namespace) -> int:
         _print_json(hardware_doc(hw))
     else:
         print(hardware_details(hw))
+    return 0
+
+
+def cmd_hosts_list(args: argparse.Namespace) -> int:
+    from simulator.config.host import host_names, load_host
+    from simulator.report.feed_report import host_doc, source_line
+    from simulator.report.text import table
+
+    hosts = [load_host(n) for n in host_names()]
+    if args.json:
+        _print_json([host_doc(h) for h in hosts])
+        return 0
+    rows = [["name", "cores", "RAM", "reads from", "PCIe (pinned GB/s)"]]
+    rows += [[h.name, str(h.cpu.cores), f"{h.ram_bytes / GiB:g} GiB", source_line(h),
+              f"{h.pcie.generation}.0 x{h.pcie.lanes} ({h.pcie.copy_GBps(True):.1f})"]
+             for h in hosts]
+    print("\n".join(table(rows, "<><<<")))
+    return 0
+
+
+def cmd_hosts_show(args: argparse.Namespace) -> int:
+    from simulator.config.host import load_host
+    from simulator.report.feed_report import host_details, host_doc
+
+    h = load_host(args.host)
+    if args.json:
+        _print_json(host_doc(h))
+    else:
+        print(host_details(h))
     return 0
 
 
@@ -317,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sampled: every op measured on windows of its own, not those of an "
                           "earlier op of its traffic shape (repeated layers' tensors meet other "
                           "bank conflicts); closer per op, 3-20 times slower")
+    run.add_argument("--host", help="host name (see 'hosts list') or JSON file: also simulate "
+                     "the input pipeline (storage, page cache, loader workers, PCIe) feeding "
+                     "the GPU; the workload needs data.dataset")
     run.add_argument("--json", action="store_true", help="print one JSON document")
     run.add_argument("--top", type=int, default=10, help="ops to list by time (default: 10)")
     run.add_argument("--out", metavar="DIR", help="also write the JSON, text, roofline, "
@@ -329,9 +370,14 @@ def build_parser() -> argparse.ArgumentParser:
                                    "workload (several: comma-separated)")
     sw.add_argument("--hardware", help="the card the --vary settings change (default: t4); "
                     "several, comma-separated, are compared (an axis of their own)")
+    sw.add_argument("--host", help="the host feeding the GPU (see 'hosts list'): adds the "
+                    "input pipeline; several, comma-separated, are compared (an axis of their "
+                    "own)")
     sw.add_argument("--vary", action="append", metavar="NAME=V1,V2,...",
-                    help="a hardware parameter and its values; repeat for a grid "
-                         "(e.g. data_rate_gbps=12,14,16 or nCL=20,24)")
+                    help="a parameter and its values; repeat for a grid: hardware "
+                         "(data_rate_gbps=12,14,16, nCL=20,24), and with --host the host, "
+                         "dataset and loader (host.cpu_cores=4,8,16, "
+                         "dataset.bytes_per_sample=50000,110000, loader.workers=2,8)")
     sw.add_argument("--fidelity", choices=FIDELITIES,
                     help="(default: the sweep file's, else sampled where every card's "
                          "memory is GDDR6, analytic otherwise)")
@@ -380,6 +426,11 @@ def build_parser() -> argparse.ArgumentParser:
                    ("every shipped device with its derived figures", cmd_hardware_list),
                    ("one device in full: clocks, timings, ridge points", cmd_hardware_show,
                     "hardware name or JSON file"))
+    _list_and_show(sub, "hosts", "list or show the shipped host descriptions (the machine "
+                               "that feeds the GPU: CPU, RAM, storage, PCIe)",
+                   ("every shipped host with its storage and cores", cmd_hosts_list),
+                   ("one host in full, with its sources", cmd_hosts_show,
+                    "host name or JSON file"))
     _list_and_show(sub, "workloads", "list or show the shipped workloads",
                    ("every shipped workload with its size", cmd_workloads_list),
                    ("parameters, FLOPs and bytes per phase of a workload", cmd_workloads_show,

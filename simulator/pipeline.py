@@ -2,9 +2,14 @@
 
 This is also the notebook API:
 
-    from simulator import analyze
+    from simulator.pipeline import analyze
     result = analyze("workloads/transformer.json", "t4")
     result.estimate.step_time_s, result.memory.peak_bytes
+
+and with a host feeding the GPU (`feed`: the input pipeline, simulator/feed/):
+
+    result = analyze("resnet50", "a10", host="nvme-workstation")
+    result.feed.bound, result.feed.stall_s_per_step
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.config.hardware import Hardware, load_hardware
+from simulator.config.host import Host, load_host
 from simulator.config.workload import (
     OptimizerSpec,
     WorkloadSpec,
@@ -22,6 +28,7 @@ from simulator.config.workload import (
 )
 from simulator.errors import InputError
 from simulator.estimate import MemoryModel, StepEstimate, check_fidelity, estimate
+from simulator.feed.analysis import FeedResult, analyze_feed, check_feedable
 from simulator.replay import replay
 from simulator.workload import tracefile
 from simulator.workload.allocator import Placement, place
@@ -40,6 +47,7 @@ class RunResult:
     memory: MemoryProfile
     estimate: StepEstimate
     placement: Placement | None = None  # the caching allocator's placement of the tensors
+    feed: FeedResult | None = None      # the input pipeline, where a host was given
 
     @property
     def fits(self) -> bool:
@@ -106,14 +114,18 @@ def analyze(workload: WorkloadSpec | str | Path | Step,
             hardware: Hardware | str | Path = DEFAULT_HARDWARE,
             fidelity: str | None = None, memory_model: MemoryModel | None = None,
             progress: bool = False, dram_memo: dict | None = None,
-            share_shapes: bool = True) -> RunResult:
+            share_shapes: bool = True, host: Host | str | Path | None = None) -> RunResult:
     """One step of the workload on the hardware. `fidelity`: cycle, sampled or analytic
     (None: sampled on GDDR6, analytic otherwise); `memory_model` replaces the analytic
     DRAM ceiling; `progress` shows a progress bar on long replays; `dram_memo` keeps sampled
     DRAM results for reuse by later calls, `share_shapes` lets ops of one traffic shape share
-    windows (see replay.replay). A `Step` as the workload spares generating it again."""
+    windows (see replay.replay). A `Step` as the workload spares generating it again. `host`
+(a name, file or Host) adds the input pipeline feeding the GPU that step."""
     step = workload if isinstance(workload, Step) else Step(workload)
     spec, trace = step.spec, step.trace
+    if host is not None:
+        host = load_host(host)
+        check_feedable(spec)
     hw = hardware if isinstance(hardware, Hardware) else load_hardware(hardware)
     fidelity = check_fidelity(fidelity or default_fidelity(hw))
     if fidelity == "analytic" or memory_model is not None:
@@ -124,4 +136,5 @@ def analyze(workload: WorkloadSpec | str | Path | Step,
                              f"{hw.memory.type}: expected --fidelity analytic", file=hw.path,
                              path="$.memory.type")
         est = replay(trace, hw, fidelity, progress, dram_memo, step.placement, share_shapes)
-    return RunResult(spec, hw, trace, step.memory, est, step.placement)
+    feed = analyze_feed(spec, host, est.step_time_s) if host is not None else None
+    return RunResult(spec, hw, trace, step.memory, est, step.placement, feed)

@@ -61,6 +61,12 @@ def report(r: RunResult, pngs: dict[str, bytes]) -> str:
     bottlenecks = ("<h2>Bottlenecks</h2><ul>"
                    + "".join(f"<li>{html.escape(line.strip())}</li>" for line in summary)
                    + "</ul>") if summary else ""
+    if r.feed is not None:
+        from simulator.report.feed_report import feed_lines
+
+        bottlenecks += ("<h2>Input pipeline</h2><ul>" + "".join(
+            f"<li>{html.escape(line.strip())}</li>" for line in feed_lines(r.feed))
+            + "</ul>")
     fits = "fits" if r.fits else "DOES NOT FIT"
     return page(f"{spec.name} on {hw.display_name}", f"""<ul id="summary">
 <li>step time <b id="step-time">{fmt_seconds(est.step_time_s)}</b>

@@ -10,6 +10,7 @@ from simulator.estimate import BOUNDS, StepEstimate
 from simulator.gpu.model import compute_settings
 from simulator.pipeline import RunResult
 from simulator.replay import separation
+from simulator.report.feed_report import feed_doc
 from simulator.report.text import achieved_GBps, shared_results
 from simulator.workload.trace import PHASES
 
@@ -134,6 +135,7 @@ def run_doc(r: RunResult) -> dict[str, Any]:
             for i, (o, a) in enumerate(zip(est.ops, analytic.ops, strict=True))
         ],
         **({"replay": replay_doc(est)} if est.replay is not None else {}),
+        **({"input_pipeline": feed_doc(r.feed)} if r.feed is not None else {}),
     }
 
 

@@ -75,7 +75,12 @@ def write_outputs(r: RunResult, out_dir: Path) -> list[Path]:
     files = {f"{stem}.json": json.dumps(run_doc(r), indent=2, allow_nan=False).encode(),
              f"{stem}.txt": (run_report(r) + "\n").encode()}
     pngs: dict[str, bytes] = {}
-    for name, make in plots.FIGURES.items():
+    figures = dict(plots.FIGURES)
+    if r.feed is not None:
+        from simulator.report.feed_report import pipeline_timeline
+
+        figures["input_pipeline"] = lambda run: pipeline_timeline(run.feed)
+    for name, make in figures.items():
         fig = make(r)
         pngs[name] = files[f"{stem}.{name}.png"] = figure_bytes(fig, "png")
         files[f"{stem}.{name}.svg"] = figure_bytes(fig, "svg")

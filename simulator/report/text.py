@@ -151,6 +151,10 @@ def run_report(r: RunResult, top: int = 10) -> str:
         lines += table(op_rows(est, top), "<<<>>>>" + (">" if simulated else "") + "><<")
     if est.replay is not None:
         lines += ["", *bottleneck_lines(est)]
+    if r.feed is not None:
+        from simulator.report.feed_report import feed_lines
+
+        lines += ["", *feed_lines(r.feed)]
     lines += ["", step_line(est)]
     if est.replay is not None:
         lines.append(separation_line(est))

@@ -29,6 +29,7 @@ from typing import Any
 
 from simulator import resources, version
 from simulator.config.hardware import Hardware
+from simulator.config.host import Host
 from simulator.config.organization import organization
 from simulator.dram.system import configuration, engine_threads, set_engine_threads
 from simulator.errors import InputError
@@ -38,13 +39,23 @@ from simulator.units import GB
 
 _DRAM_MEMO: dict = {}  # this process's sampled DRAM results, for the points it runs next
 _STEPS: dict = {}      # this process's workloads, generated once: (workload, file stamp) -> Step
+_RUNS: dict = {}       # this process's steps, replayed once: (workload, card, fidelity) -> result
 
 
-def run_point(workload: str, hardware: Hardware, fidelity: str) -> dict[str, Any]:
-    """The figures a sweep keeps of one step (module level, so workers can unpickle it)."""
+def run_point(workload: str, hardware: Hardware, fidelity: str, host: Host | None = None,
+              data_settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The figures a sweep keeps of one step (module level, so workers can unpickle it); with a
+    host, the input pipeline's too (points that differ only in the input pipeline share the
+    GPU's step, replayed once per process)."""
     from simulator.pipeline import analyze
 
-    r = analyze(_step(workload), hardware, fidelity=fidelity, dram_memo=_DRAM_MEMO)
+    step_key = (workload, hardware.content_digest, fidelity)
+    r = _RUNS.get(step_key)
+    if r is None:
+        r = analyze(_step(workload), hardware, fidelity=fidelity, dram_memo=_DRAM_MEMO)
+        if len(_RUNS) >= 64:
+            _RUNS.clear()
+        _RUNS[step_key] = r
     est = r.estimate
     step = est.step_time_s
     dram_bytes = sum(o.bytes_to_dram for o in est.ops)
@@ -67,7 +78,26 @@ def run_point(workload: str, hardware: Hardware, fidelity: str) -> dict[str, Any
         "price_usd": price,
         "steps_per_hour_per_kusd": 3600 / step / (price / 1000) if price and step else None,
     }
+    if host is not None:
+        row.update(_feed_row(workload, host, step, data_settings or {}))
     return row
+
+
+def _feed_row(workload: str, host: Host, step_time_s: float,
+              data_settings: dict[str, Any]) -> dict[str, Any]:
+    from simulator.feed.analysis import analyze_feed
+    from simulator.sweep.feed_params import apply_data
+
+    spec = apply_data(workload, data_settings, "sweep point")
+    f = analyze_feed(spec, host, step_time_s)
+    return {"input_bound": f.bound, "input_bottleneck": f.bottleneck,
+            "stall_s_per_step": f.stall_s_per_step, "gpu_wait_share": f.gpu_wait_share,
+            "effective_step_time_s": f.timeline.period_s,
+            "samples_per_s_needed": f.samples_per_s_needed if f.samples_per_s_needed
+            != float("inf") else None,
+            "samples_per_s_supplied": f.samples_per_s_supplied,
+            "first_epoch_s": f.first_epoch_s, "steady_epoch_s": f.steady_epoch_s,
+            "input_best_change": f.best_change}
 
 
 def _step(workload: str):
@@ -105,6 +135,8 @@ def point_key(point: Point, fidelity: str, workload_digests: dict[str, str]) -> 
     """What decides a point's result: a stored point is reused only under the same key."""
     doc = json.dumps({"workload": workload_digests[point.workload],
                       "hardware": point.hardware.content_digest, "fidelity": fidelity,
+                      "host": point.host.content_digest if point.host else None,
+                      "data": point.data_settings,
                       "options": POINT_OPTIONS, "simulator": version.model_digest()},
                      sort_keys=True)
     return hashlib.sha256(doc.encode()).hexdigest()
@@ -114,6 +146,7 @@ def _row(point: Point, key: str, result: dict[str, Any] | None,
          error: str | None) -> dict[str, Any]:
     return {"id": point.id, "key": key, "workload": point.workload,
             "hardware": point.hardware.name,
+            **({"host": point.host.name} if point.host else {}),
             **{f"param.{k}": v for k, v in point.settings.items()},
             **(result or {}), "error": error}
 
@@ -277,8 +310,8 @@ def _dask(todo: list[Point], fidelity: str, scheduler: str
     except (OSError, TimeoutError) as exc:
         raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     with client:
-        futures = {client.submit(run_point, p.workload, p.hardware, fidelity, pure=False): p
-                   for p in todo}
+        futures = {client.submit(run_point, p.workload, p.hardware, fidelity, p.host,
+                                 p.data_settings, pure=False): p for p in todo}
         for fut in dask_completed(list(futures)):
             exc = fut.exception()
             yield futures[fut], (None if exc else fut.result()), _message(exc)
@@ -286,7 +319,8 @@ def _dask(todo: list[Point], fidelity: str, scheduler: str
 
 def _guarded(p: Point, fidelity: str) -> tuple[dict | None, str | None]:
     try:
-        return run_point(p.workload, p.hardware, fidelity), None
+        feed = (p.host, p.data_settings) if p.host else ()
+        return run_point(p.workload, p.hardware, fidelity, *feed), None
     except Exception as exc:  # noqa: BLE001 - a failing point is reported, the rest go on
         return None, _message(exc)
 

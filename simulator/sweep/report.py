@@ -27,12 +27,21 @@ from matplotlib.figure import Figure
 
 from simulator.report.outputs import figure_bytes, file_labels, publish
 from simulator.report.text import fit_verdict
-from simulator.sweep.spec import CARD_AXIS
+from simulator.sweep.spec import CARD_AXIS, HOST_AXIS
 
 RESULTS = ("step_time_s", "analytic_step_time_s", "error_bound_s", "achieved_bandwidth_GBps",
            "peak_bandwidth_GBps", "memory_bound_share", "bound", "peak_memory_bytes",
            "capacity_bytes", "usable_bytes", "fits", "reserved_memory_bytes", "reserve_fits",
-           "best_change", "price_usd", "steps_per_hour_per_kusd", "error")
+           "best_change", "price_usd", "steps_per_hour_per_kusd",
+           # with a host: the input pipeline (run --json's input_pipeline)
+           "input_bound", "input_bottleneck", "stall_s_per_step", "gpu_wait_share",
+           "effective_step_time_s", "samples_per_s_needed", "samples_per_s_supplied",
+           "first_epoch_s", "steady_epoch_s", "input_best_change", "error")
+
+
+def step_time(r: dict) -> float:
+    """A point's time per step: with a host, the pipeline's (the GPU's step and its stall)."""
+    return r.get("effective_step_time_s", r["step_time_s"])
 
 
 def _axis_rows(rows: list[dict], axes: dict[str, list], axis: str, workload: str) -> list[dict]:
@@ -54,7 +63,7 @@ def elasticities(rows: list[dict], axes: dict[str, list], workloads: list[str]
     for w in workloads:
         out[w] = {}
         for axis in axes:
-            if axis == CARD_AXIS:  # (cards compared: no parameter to take a slope over)
+            if axis in (CARD_AXIS, HOST_AXIS):  # (no parameter to take a slope over)
                 continue
             sel = _axis_rows(rows, axes, axis, w)
             xs = [r[f"param.{axis}"] for r in sel]
@@ -62,23 +71,30 @@ def elasticities(rows: list[dict], axes: dict[str, list], workloads: list[str]
                 out[w][axis] = None
                 continue
             x = np.log(np.array(xs, float))
-            y = np.log(np.array([r["step_time_s"] for r in sel]))
+            y = np.log(np.array([step_time(r) for r in sel]))
             out[w][axis] = float(np.polyfit(x, y, 1)[0])
     return out
 
 
 def table_rows(rows: list[dict], axes: dict[str, list]) -> list[list[str]]:
-    """One row of cell texts per point (the header first), as the text and HTML show them."""
-    lines = [["workload", *axes, "step time", "GB/s", "memory-bound", "bound", "fits"]]
+    """One row of cell texts per point (the header first), as the text and HTML show them;
+    with a host, the input pipeline's stall and bound too."""
+    fed = any("input_bound" in r for r in rows)
+    head = ["workload", *axes, "step time", "GB/s", "memory-bound", "bound", "fits"]
+    lines = [head + (["stall/step", "input"] if fed else [])]
     for r in rows:
         if r.get("error"):
             lines.append([r["workload"], *(str(r[f"param.{a}"]) for a in axes),
-                          f"FAILED: {r['error']}", "", "", "", ""])
+                          f"FAILED: {r['error']}"] + [""] * (len(lines[0]) - len(axes) - 2))
             continue
-        lines.append([r["workload"], *(str(r[f"param.{a}"]) for a in axes),
-                      f"{r['step_time_s'] * 1e3:.3f} ms", f"{r['achieved_bandwidth_GBps']:.1f}",
-                      f"{r['memory_bound_share'] * 100:.1f} %", r["bound"],
-                      fit_verdict(r["fits"], r.get("reserve_fits"))])
+        cells = [r["workload"], *(str(r[f"param.{a}"]) for a in axes),
+                 f"{r['step_time_s'] * 1e3:.3f} ms", f"{r['achieved_bandwidth_GBps']:.1f}",
+                 f"{r['memory_bound_share'] * 100:.1f} %", r["bound"],
+                 fit_verdict(r["fits"], r.get("reserve_fits"))]
+        if fed:
+            cells += [f"{r['stall_s_per_step'] * 1e3:.1f} ms",
+                      f"bound: {r['input_bottleneck']}" if r["input_bound"] else "keeps up"]
+        lines.append(cells)
     return lines
 
 
@@ -123,7 +139,8 @@ def _line_plot(rows, axes, workloads, key, label, scale=1.0, speedup=False, log_
                 if speedup:
                     ys = [ys[0] / y for y in ys]
                 # (cards are no scale: markers only, no line from one card to the next)
-                ax.plot(xs, ys, marker="o", label=w, ls="none" if axis == CARD_AXIS else "-")
+                ax.plot(xs, ys, marker="o", label=w,
+                        ls="none" if axis in (CARD_AXIS, HOST_AXIS) else "-")
                 drawn += ys
         if key == "memory_bound_share":
             # (above it memory bounds most of the step; launch gaps count apart from memory)
@@ -175,6 +192,10 @@ def figures(rows: list[dict], axes: dict[str, list], workloads: list[str]) -> di
                                 log_spread=True),
         "speedup": _line_plot(rows, axes, workloads, "step_time_s",
                               "speedup over the first value (x)", speedup=True),
+        **({"input_pipeline": _line_plot(rows, axes, workloads, "effective_step_time_s",
+                                         "time per step with the input pipeline (ms)", 1e3,
+                                         log_spread=True)}
+           if any("effective_step_time_s" in r for r in rows) else {}),
         "bandwidth": _line_plot(rows, axes, workloads, "achieved_bandwidth_GBps",
                                 "achieved DRAM bandwidth (GB/s)"),
         "bottleneck": _line_plot(rows, axes, workloads, "memory_bound_share",

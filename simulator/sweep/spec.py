@@ -6,7 +6,9 @@
 
 "hardware" may list several cards ("hardware": ["t4", "l4", "a10"]): they are compared on an
 axis of their own, named "hardware", each with the other axes' settings applied (no "vary"
-needed then).
+needed then). "host" adds the input pipeline: one host for every point, or several compared on
+an axis of their own, named "host"; "vary" may then name host, dataset and loader parameters
+too (`host.cpu_cores`, `dataset.bytes_per_sample`, `loader.workers`: sweep/feed_params.py).
 
 Every point is built and checked before anything runs: an unknown parameter or an impossible
 value (a bus the devices cannot fill, a data rate of 0, a timing set that breaks nRC >= nRAS +
@@ -25,13 +27,14 @@ from typing import Any
 
 from simulator import resources
 from simulator.config.hardware import Hardware
+from simulator.config.host import Host, load_host_raw
 from simulator.config.loader import load
 from simulator.config.workload import load_workload
 from simulator.errors import InputError
 from simulator.estimate import check_fidelity
 from simulator.gpu.compute import check_compute
 from simulator.report.outputs import file_label
-from simulator.sweep import params
+from simulator.sweep import feed_params, params
 
 
 @dataclass(frozen=True)
@@ -41,17 +44,25 @@ class Point:
     workload: str                   # as given: a shipped name or a path
     settings: dict[str, Any]        # parameter -> value, in axis order
     hardware: Hardware = field(compare=False, repr=False)
+    host: Host | None = field(default=None, compare=False, repr=False)  # the input pipeline's
+
+    @property
+    def data_settings(self) -> dict[str, Any]:
+        """The dataset and loader settings the input pipeline runs with."""
+        return {k: v for k, v in self.settings.items() if feed_params.is_data_param(k)}
 
     @property
     def id(self) -> str:
         """Stable across runs, so a rerun can tell which points are done."""
-        doc = json.dumps([self.workload, self.hardware.name, self.settings], sort_keys=True)
+        names = [self.workload, self.hardware.name, self.settings]
+        doc = json.dumps(names + ([self.host.name] if self.host else []), sort_keys=True)
         return hashlib.sha1(doc.encode()).hexdigest()[:16]
 
 
 # The axis over cards: a sweep that lists several cards compares them, each point one card
-# with the other axes' settings applied to it
+# with the other axes' settings applied to it; and over hosts, likewise
 CARD_AXIS = "hardware"
+HOST_AXIS = "host"
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,7 @@ class SweepSpec:
     axes: dict[str, list[Any]]      # parameter -> values (CARD_AXIS first where several cards)
     fidelity: str
     source: str                     # the sweep file, or "command line"
+    hosts: dict[str, dict] = field(default_factory=dict)  # each host as given -> its file
 
     @property
     def hardware(self) -> str | list[str]:
@@ -69,16 +81,29 @@ class SweepSpec:
         names = [raw["name"] for raw in self.cards.values()]
         return names[0] if len(names) == 1 else names
 
+    @property
+    def host(self) -> str | list[str] | None:
+        names = [raw["name"] for raw in self.hosts.values()]
+        return None if not names else names[0] if len(names) == 1 else names
+
     def points(self) -> list[Point]:
         names = list(self.axes)
         only = next(iter(self.cards))
+        first_host = next(iter(self.hosts), None)
         out = []
         for values in itertools.product(*self.axes.values()):
             settings = dict(zip(names, values, strict=True))
             card = self.cards[settings.get(CARD_AXIS, only)]
-            changes = {k: v for k, v in settings.items() if k != CARD_AXIS}
+            changes = {k: v for k, v in settings.items()
+                       if k not in (CARD_AXIS, HOST_AXIS) and not feed_params.is_feed_param(k)}
             hw = params.apply(card, changes, self.source, compared=len(self.cards) > 1)
-            out += [Point(w, settings, hw) for w in self.workloads]
+            host = None
+            if self.hosts:
+                raw = self.hosts[settings.get(HOST_AXIS, first_host)]
+                host = feed_params.apply_host(
+                    raw, {k: v for k, v in settings.items() if feed_params.is_host_param(k)},
+                    self.source)
+            out += [Point(w, settings, hw, host) for w in self.workloads]
         return out
 
 
@@ -109,27 +134,43 @@ def parse_vary(items: list[str]) -> dict[str, list[Any]]:
 
 
 def build(name: str, hardware: str | list[str], workloads: list[str],
-          axes: dict[str, list[Any]], fidelity: str | None, source: str) -> SweepSpec:
+          axes: dict[str, list[Any]], fidelity: str | None, source: str,
+          host: str | list[str] | None = None) -> SweepSpec:
     """A sweep of one card, or several (a list) compared on an axis of their own, CARD_AXIS;
-    every point is built and checked."""
+    with a host (or several, on HOST_AXIS) the input pipeline too; every point is built and
+    checked."""
     if fidelity is not None:
         check_fidelity(fidelity, source, "$.fidelity")
     given = [hardware] if isinstance(hardware, str) else list(hardware)
-    if CARD_AXIS in axes:
-        raise InputError(f"'{CARD_AXIS}' is not a setting to vary: list the cards to compare "
-                         "as the sweep's hardware (--hardware t4,l4,a10)", file=source,
-                         path=f"$.vary.{CARD_AXIS}")
-    twice = sorted({c for c in given if given.count(c) > 1})
-    if twice:
-        raise InputError(f"expected distinct cards, got {', '.join(twice)} more than once",
-                         file=source, path="$.hardware")
+    hosts_given = [] if host is None else [host] if isinstance(host, str) else list(host)
+    for axis, how in ((CARD_AXIS, "cards to compare as the sweep's hardware (--hardware "
+                                  "t4,l4,a10)"),
+                      (HOST_AXIS, "hosts to compare as the sweep's host (--host "
+                                  "hdd-server,nvme-workstation)")):
+        if axis in axes:
+            raise InputError(f"'{axis}' is not a setting to vary: list the {how}", file=source,
+                             path=f"$.vary.{axis}")
+    for listed, what, where in ((given, "cards", "$.hardware"), (hosts_given, "hosts", "$.host")):
+        twice = sorted({c for c in listed if listed.count(c) > 1})
+        if twice:
+            raise InputError(f"expected distinct {what}, got {', '.join(twice)} more than once",
+                             file=source, path=where)
+    if len(hosts_given) > 1:
+        axes = {HOST_AXIS: hosts_given, **axes}
     if len(given) > 1:
         axes = {CARD_AXIS: given, **axes}
     if not axes:
-        raise InputError("nothing to vary: expected at least one axis, or several cards to "
-                         "compare", file=source, path="$.vary")
+        raise InputError("nothing to vary: expected at least one axis, or several cards or "
+                         "hosts to compare", file=source, path="$.vary")
     for axis, values in axes.items():
-        if axis != CARD_AXIS:
+        if axis in (CARD_AXIS, HOST_AXIS):
+            continue
+        if feed_params.is_feed_param(axis):
+            if not hosts_given:
+                raise InputError(f"'{axis}' is a setting of the input pipeline: expected a host "
+                                 "to run it on (--host NAME, or \"host\" in a sweep file)",
+                                 file=source, path=f"$.vary.{axis}")
+        else:
             params.resolve(axis)
         if not values:
             raise InputError(f"expected at least one value for '{axis}'", file=source,
@@ -139,10 +180,18 @@ def build(name: str, hardware: str | list[str], workloads: list[str],
             raise InputError(f"expected distinct values for '{axis}', got {', '.join(twice)} "
                              f"more than once", file=source, path=f"$.vary.{axis}")
     cards = _load_cards(given, source)
+    hosts = _load_hosts(hosts_given, source)
     for w in workloads:
-        load_workload(w)   # unknown or broken workloads fail here, not in a worker
-    spec = SweepSpec(name, cards, tuple(workloads), axes, fidelity or "analytic", source)
-    points = spec.points()  # every hardware point checked before anything runs
+        spec_w = load_workload(w)   # unknown or broken workloads fail here, not in a worker
+        if hosts:
+            from simulator.feed.analysis import check_feedable
+
+            check_feedable(spec_w)
+    spec = SweepSpec(name, cards, tuple(workloads), axes, fidelity or "analytic", source, hosts)
+    points = spec.points()  # every hardware and host point checked before anything runs
+    for settings in {json.dumps(p.data_settings, sort_keys=True) for p in points}:
+        for w in workloads:  # every dataset and loader setting checked, likewise
+            feed_params.apply_data(w, json.loads(settings), source)
     for p in points:  # (a memory system alone: every point would fail)
         try:
             check_compute(p.hardware)
@@ -168,6 +217,18 @@ def _load_cards(given: list[str], source: str) -> dict[str, dict]:
     return cards
 
 
+def _load_hosts(given: list[str], source: str) -> dict[str, dict]:
+    hosts = {}
+    for i, name in enumerate(given):
+        try:
+            hosts[name] = load_host_raw(name)[0]
+        except InputError as exc:
+            raise (exc if exc.file else InputError(
+                exc.message, file=source,
+                path="$.host" + (f"[{i}]" if len(given) > 1 else ""))) from None
+    return hosts
+
+
 def _fidelity_for(points: list[Point], fidelity: str | None, compared: bool,
                   source: str) -> str:
     """The fidelity asked for, which every point's memory must allow; or, as `run`'s
@@ -191,6 +252,7 @@ def load_sweep(path: Path, fidelity: str | None = None) -> SweepSpec:
     where = f"{path} with --fidelity {fidelity}" if fidelity else str(path)
     try:
         return build(raw.get("name", file_label(path.name)), raw["hardware"], raw["workloads"],
-                     raw.get("vary", {}), fidelity or raw.get("fidelity"), where)
+                     raw.get("vary", {}), fidelity or raw.get("fidelity"), where,
+                     raw.get("host"))
     except InputError as exc:
         raise exc.in_file(where) from None
