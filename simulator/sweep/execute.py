@@ -39,7 +39,7 @@ from simulator.units import GB
 
 _DRAM_MEMO: dict = {}  # this process's sampled DRAM results, for the points it runs next
 _STEPS: dict = {}      # this process's workloads, generated once: (workload, file stamp) -> Step
-_RUNS: dict = {}       # this process's steps, replayed once: (workload, card, fidelity) -> result
+_RUNS: dict = {}       # this process's steps, replayed once: (Step, card, fidelity) -> result
 
 
 def run_point(workload: str, hardware: Hardware, fidelity: str, host: Host | None = None,
@@ -49,10 +49,11 @@ def run_point(workload: str, hardware: Hardware, fidelity: str, host: Host | Non
     GPU's step, replayed once per process)."""
     from simulator.pipeline import analyze
 
-    step_key = (workload, hardware.content_digest, fidelity)
+    step = _step(workload)   # (the same object until the workload's file changes)
+    step_key = (step, hardware.content_digest, fidelity)
     r = _RUNS.get(step_key)
     if r is None:
-        r = analyze(_step(workload), hardware, fidelity=fidelity, dram_memo=_DRAM_MEMO)
+        r = analyze(step, hardware, fidelity=fidelity, dram_memo=_DRAM_MEMO)
         if len(_RUNS) >= 64:
             _RUNS.clear()
         _RUNS[step_key] = r
