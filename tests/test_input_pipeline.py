@@ -368,3 +368,16 @@ def test_bad_host_exits_2_without_traceback(write_json):
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("error: ") and proc.stdout == ""
+
+
+def test_the_simulation_holds_the_measured_loader():
+    """benchmarks/input_fidelity.py against the loader measured on one machine
+    (benchmarks/measured/loader/): samples/s within 15 %, waits within 15 % of the period."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import input_fidelity
+    finally:
+        sys.path.pop(0)
+    rows = input_fidelity.check_measured_loader() + [input_fidelity.check_tensorpack()]
+    assert len(rows) == 17
+    assert all(ok for *_, ok in rows), [r for r in rows if not r[3]]

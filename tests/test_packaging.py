@@ -37,6 +37,10 @@ def test_installed_package_finds_hardware_and_workloads(installed):
     listing = subprocess.run([sys.executable, "-m", "simulator", "hardware", "list"], cwd=cwd,
                              env=env, capture_output=True, text=True, check=True)
     assert "rx-7900-xtx" in listing.stdout and "h100-sxm" in listing.stdout
+    hosts = subprocess.run([sys.executable, "-m", "simulator", "hosts", "show", "hdd-server",
+                            "--json"], cwd=cwd, env=env, capture_output=True, text=True)
+    assert hosts.returncode == 0, hosts.stderr
+    assert str(target) in json.loads(hosts.stdout)["path"]
 
 
 def test_installed_package_outside_the_checkout_reads_nested_paths(installed, tmp_path):
