@@ -5,11 +5,12 @@ epoch and the later ones, which stage bounds it, and which single change would r
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
 from simulator.config.dataset import DatasetSpec, LoaderSpec
-from simulator.config.host import Host
+from simulator.config.host import Disk, Host, load_host
 from simulator.config.workload import WorkloadSpec
 from simulator.errors import InputError
 from simulator.feed import costs
@@ -20,11 +21,10 @@ STAGES = ("storage", "network", "decode", "host link")
 # A stall shorter than this share of the GPU's step is noise of the simulated window, not a
 # stall a remedy need remove
 STALL_TOLERANCE = 0.01
-# The remedies' reference NVMe disk: the one the shipped nvme-workstation host reads from
-# (Samsung 980 PRO data sheet)
-NVME_REFERENCE = {"kind": "nvme", "model": "Samsung 980 PRO 1 TB", "devices": 1,
-                  "sequential_read_MBps": 7000, "random_read_iops": 1_000_000,
-                  "queue_depth": 512, "latency_us": 45}
+# The remedies' faster disks: those the shipped hosts read from (their files cite the data
+# sheets), by how much faster they are than each kind
+FASTER_DISKS = {"hdd": ("sata-ssd-server", "nvme-workstation"),
+                "sata-ssd": ("nvme-workstation",), "nvme": ()}
 # zstd on token ids or raw arrays: a ratio a user should measure on their data; 2:1 is what
 # the remedy tries
 COMPRESSION_TRIED = 2.0
@@ -46,8 +46,10 @@ class FeedResult:
     batch: int
     gpu_step_s: float            # the GPU's own time per step (replay, plus GPU decoding)
     samples_per_s_needed: float
-    samples_per_s_supplied: float
-    bound: bool                  # the pipeline supplies fewer samples than the GPU consumes
+    samples_per_s_supplied: float       # steady (warm) epochs
+    first_samples_per_s_supplied: float  # the first, cold epoch
+    bound: bool                  # in steady epochs, the pipeline supplies fewer samples than
+    #                              the GPU consumes
     bottleneck: str              # a stage of STAGES, or "none"
     utilisation: dict[str, float]  # per stage, with an infinitely fast GPU
     stall_s_per_step: float      # steady (warm) epochs
@@ -97,6 +99,7 @@ def _analyze(host: Host, ds: DatasetSpec, ld: LoaderSpec, batch: int, step_time_
     warm = _run(host, ds, ld, batch, step_time_s, hit)
     cold = warm if hit == 0 else _run(host, ds, ld, batch, step_time_s, 0.0)
     supply = _run(host, ds, ld, batch, 0.0, hit)
+    cold_supply = supply if hit == 0 else _run(host, ds, ld, batch, 0.0, 0.0)
     needed = batch / gpu_step if gpu_step > 0 else math.inf
     supplied = batch / supply.period_s
     bound = bool(supplied < needed)
@@ -110,7 +113,8 @@ def _analyze(host: Host, ds: DatasetSpec, ld: LoaderSpec, batch: int, step_time_
         if remedies and stalled else ()
     return FeedResult(
         host=host, dataset=ds, loader=ld, batch=batch, gpu_step_s=gpu_step,
-        samples_per_s_needed=needed, samples_per_s_supplied=supplied, bound=bound,
+        samples_per_s_needed=needed, samples_per_s_supplied=supplied,
+        first_samples_per_s_supplied=batch / cold_supply.period_s, bound=bound,
         bottleneck=bottleneck, utilisation=use, stall_s_per_step=warm.stall_s_per_step,
         first_stall_s_per_step=cold.stall_s_per_step,
         gpu_wait_share=warm.stall_s_per_step / warm.period_s,
@@ -135,15 +139,13 @@ def _candidates(host: Host, ds: DatasetSpec, ld: LoaderSpec, bound: bool
                 ) -> list[tuple[str, Host, DatasetSpec, LoaderSpec]]:
     """The seed article's remedies, each a single change to the host, dataset or loader; a
     pipeline that keeps up, whose GPU waits for its copies only, gets the host link's."""
-    from simulator.config.host import _disk  # the loader's one parser of a disk
-
     if not bound:
         return [(change, host, ds, lo) for change, lo in _link_candidates(ld)]
     out = []
-    if host.network is None and host.storage.kind != "nvme":
-        nvme = dataclasses.replace(host, storage=_disk(NVME_REFERENCE))
-        out.append(("faster storage: an NVMe SSD (Samsung 980 PRO) for the "
-                    f"{host.storage.kind}", nvme, ds, ld))
+    for name in FASTER_DISKS[host.storage.kind] if host.network is None else ():
+        disk = _shipped_disk(name)
+        out.append((f"faster storage: {disk.kind} ({disk.model}, as {name}) for the "
+                    f"{host.storage.kind}", dataclasses.replace(host, storage=disk), ds, ld))
     if host.network is not None:
         n = host.network
         out.append((f"more storage nodes: {2 * n.nodes} servers instead of {n.nodes}",
@@ -170,6 +172,11 @@ def _candidates(host: Host, ds: DatasetSpec, ld: LoaderSpec, bound: bool
         out.append(("GPU decoding (as DALI's nvJPEG): the workers pass JPEG bytes on",
                     host, ds, dataclasses.replace(ld, decode="gpu")))
     return out + [(change, host, ds, lo) for change, lo in _link_candidates(ld)]
+
+
+@functools.cache
+def _shipped_disk(host_name: str) -> Disk:
+    return load_host(host_name).storage
 
 
 def _remedies(host: Host, ds: DatasetSpec, ld: LoaderSpec, batch: int, step_time_s: float,

@@ -43,7 +43,8 @@ def feed_lines(f: FeedResult) -> list[str]:
         f"{'pinned' if ld.pin_memory else 'pageable'} memory, decode on the {ld.decode}, "
         f"copy {ld.copy.replace('_', ' ')}",
         f"  samples/s: GPU needs {_rate(f.samples_per_s_needed)}, pipeline supplies "
-        f"{_rate(f.samples_per_s_supplied)}: {verdict}",
+        f"{_rate(f.samples_per_s_supplied)} ({_rate(f.first_samples_per_s_supplied)} in the "
+        f"first epoch): {verdict}",
         "  stage use with a GPU that never waits (1 = saturated): "
         + ", ".join(f"{k} {f.utilisation[k]:.2f}" for k in STAGES),
         f"  data stall per step: {fmt_seconds(f.stall_s_per_step)} in later epochs "
@@ -83,6 +84,7 @@ def feed_doc(f: FeedResult) -> dict[str, Any]:
         "samples_per_s_needed": f.samples_per_s_needed if f.samples_per_s_needed != float(
             "inf") else None,
         "samples_per_s_supplied": f.samples_per_s_supplied,
+        "first_epoch_samples_per_s_supplied": f.first_samples_per_s_supplied,
         "gpu_step_time_s": f.gpu_step_s,
         "host_to_device_copy_s_per_step": f.copy_s_per_step,
         "stage_utilisation": f.utilisation,
