@@ -1,4 +1,4 @@
-"""The GDDR6 engine beside Ramulator 2.1 on the reference traces (dram_validation.md).
+"""The GDDR6 engine beside Ramulator 2.1 on the reference traces (benchmarks/reference_traces.py).
 
     python benchmarks/dram_fidelity.py
 """

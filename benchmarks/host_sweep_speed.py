@@ -1,4 +1,4 @@
-"""Wall time of the issue's host sweep: ResNet-50 on the A10 fed by each of three hosts, at
+"""Wall time of a host sweep: ResNet-50 on the A10 fed by each of three hosts, at
 sampled fidelity, as a user runs it (a fresh process, default workers), for the shipped
 workload (batch 32) and at batch 256 with AMP; and the input pipeline's own share (one host's
 analysis: its runs, cold, warm, supply and the remedies).

@@ -1,4 +1,4 @@
-"""Write the reference traces of shared/reference/dram_validation.md (DRAMsim3 format).
+"""Write the reference traces the engine is checked on against Ramulator 2.1 (DRAMsim3 format).
 
     python benchmarks/reference_traces.py [DIR]     (default benchmarks/.traces)
 """

@@ -1,5 +1,6 @@
 """workloads/stream.json replayed on the cards it was measured on, beside the measurements
-(shared/reference/gddr6.md Part 3.1; the kernel mapping is in tests/reference_figures.py).
+(te42kyfo/gpu-benches@1c36d50 gpu-stream/, BabelStream; the kernel mapping is in
+tests/reference_figures.py).
 
     python benchmarks/stream_fidelity.py [--fidelity sampled|cycle]
 """

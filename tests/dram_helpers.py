@@ -1,4 +1,4 @@
-"""Traces of ../shared/reference/dram_validation.md, built in memory."""
+"""The reference traces (benchmarks/reference_traces.py writes them as files), built in memory."""
 
 import random
 

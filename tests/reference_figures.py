@@ -1,7 +1,11 @@
-"""Figures from ../shared/reference/ that the tests hold the simulator to (targets, not inputs).
+"""Figures the tests hold the simulator to (targets, not inputs), with where they come from.
 
-workloads.md: measured with PyTorch 2.13 (CPU build), FlopCounterMode conventions.
-gddr6.md Part 2: published peak bandwidth per card (GB/s) and capacity (GB as marketed, = GiB).
+Seed workloads: measured with PyTorch 2.13 (CPU build) on one full training step (the second),
+FLOPs by torch.utils.flop_counter.FlopCounterMode, peak live bytes as the largest sum of live
+tensor storage at an op boundary. Cards: published peak bandwidth (GB/s) and capacity (GB as
+marketed, = GiB), each card's hardware file citing its source. Ramulator 2.1
+(github.com/CMU-SAFARI/ramulator2, GDDR6 model, Samsung K4Z80325BC 14 Gb/s 1.25 V timings) run
+on the traces benchmarks/reference_traces.py writes.
 """
 
 TRANSFORMER = {
@@ -54,12 +58,12 @@ PUBLISHED = {
     "h100-sxm": (3352, 80, "HBM3"),
 }
 
-# gddr6.md Part 3.1: sustained DRAM bandwidth measured on real cards, GB/s (1e9 B/s), per
+# Sustained DRAM bandwidth measured on real cards, GB/s (1e9 B/s), per
 # BabelStream kernel of workloads/stream.json. The A40 and RX 6900 XT were measured with
 # gpu-benches (te42kyfo/gpu-benches@1c36d50), whose kernels map onto BabelStream's by their
 # traffic: scale (A=B*c, one read one write) for copy and mul, triad (two reads one write) for
 # add and triad, read (reads only) for dot. The RTX 2080 Ti ran BabelStream v4.0 itself
-# (iree-org/iree-experimental). Target: within 5 % (the issue's bar; the measurements
+# (iree-org/iree-experimental). Target: within 5 % (the measurements
 # themselves vary by a few percent between runs and methods).
 STREAM_MEASURED = {
     "a40": {"copy": 658, "mul": 658, "add": 663, "triad": 663, "dot": 679},

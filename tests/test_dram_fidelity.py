@@ -1,6 +1,6 @@
-"""The engine against Ramulator 2.1 on the reference traces (shared/reference/dram_validation.md).
+"""The engine against Ramulator 2.1 on the reference traces (benchmarks/reference_traces.py).
 
-Tolerances are the issue's: bandwidth within 5 %, mean read latency within 15 %. Command counts
+Tolerances: bandwidth within 5 %, mean read latency within 15 %. Command counts
 and row-hit rates are held closer, since they follow from the same scheduling rules.
 """
 

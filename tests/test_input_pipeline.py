@@ -1,5 +1,5 @@
 """The input pipeline: hosts and datasets as data, the simpy simulation's invariants, the
-verdicts the issue names, and the command line around them."""
+verdicts it must give, and the command line around them."""
 
 import dataclasses
 import json
@@ -30,7 +30,7 @@ def run_cli(capsys, *argv):
 
 @pytest.fixture(scope="module")
 def a10_resnet_step():
-    """ResNet-50, batch 256, AMP on the A10: the step the issue's verdicts feed (sampled
+    """ResNet-50, batch 256, AMP on the A10: the step the verdicts below feed (sampled
     replay, as `run` times it)."""
     from simulator.pipeline import analyze
 
@@ -43,7 +43,7 @@ def a10_resnet_step():
     return spec, analyze(spec, "a10").estimate.step_time_s
 
 
-# --- the verdicts the issue names ---------------------------------------------------------
+# --- the verdicts it must give -----------------------------------------------------------
 
 def test_resnet50_on_a10_from_one_hard_disk_is_storage_bound(a10_resnet_step):
     spec, step = a10_resnet_step

@@ -70,7 +70,7 @@ def test_every_op_obeys_the_ceilings(cnn_cycle, t4):
 
 
 def test_sampled_tracks_cycle(cnn_cycle, cnn_sampled):
-    """The issue's bar is 2 % on step time for every shipped workload; the CNN is the one small
+    """The bar is 2 % on step time for every shipped workload; the CNN is the one small
     enough to run at cycle fidelity in a test (benchmarks/replay_speed.py measures the rest)."""
     assert cnn_sampled.step_time_s == pytest.approx(cnn_cycle.step_time_s, rel=0.02)
     ties = 0

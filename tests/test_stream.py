@@ -59,8 +59,9 @@ GDDR6_CARDS = [n for n in hardware_names() if load_hardware(n).memory.type == "G
 
 @pytest.mark.parametrize("card", GDDR6_CARDS)
 def test_streams_run_near_peak_on_every_gddr6_card(card):
-    """Reads-only streams reached 93.3-98.6 % of peak wherever they were measured (gddr6.md
-    3.1: A40, L40 and RX 6900 XT read kernels, the RTX 2080 Ti's BabelStream dot), and every
+    """Reads-only streams reached 93.3-98.6 % of peak wherever they were measured (gpu-benches
+    and BabelStream, tests/reference_figures.py: A40, L40 and RX 6900 XT read kernels, the
+    RTX 2080 Ti's BabelStream dot), and every
     kernel 85 % or more. A card far below that has met a scheduling artefact, as the two-stream
     dot of the 14 Gb/s-and-below 24 GB cards did (88 %: precharges issued while reads of the
     open row were queued) before the GPU path's hit guard."""

@@ -1,4 +1,4 @@
-"""Seed workloads against the PyTorch-measured figures (../shared/reference/workloads.md)."""
+"""Seed workloads against the PyTorch-measured figures (tests/reference_figures.py)."""
 
 import dataclasses
 
@@ -11,7 +11,7 @@ from simulator.workload.generate import build_trace
 from simulator.workload.memory import profile
 from simulator.workload.trace import Category, Phase
 
-FLOP_TOLERANCE = 0.01   # the issue's bound: FLOPs per phase within 1 %
+FLOP_TOLERANCE = 0.01   # FLOPs per phase within 1 %
 PEAK_TOLERANCE = 0.05   # peak live bytes within 5 %
 REPO_WORKLOADS = REPO / "workloads"
 
@@ -148,7 +148,7 @@ def test_every_optimizer_updates_every_parameter(name, impl, opt):
     assert len(grads) == len(trace.parameters)  # one .grad per parameter
 
 
-# optimizer state per parameter byte, PyTorch defaults (reference: workloads.md)
+# optimizer state per parameter byte, PyTorch defaults (torch.optim)
 STATE_RATIO = [
     ({"type": "sgd", "momentum": 0.0}, 0),
     ({"type": "sgd", "momentum": 0.9}, 1),

@@ -4,8 +4,8 @@ The engine applies the table when a command issues (Ramulator-style: each rule r
 earliest cycle at which a later command may issue at the same channel, bank group or bank).
 At most four ACTs (REFpb counts as one) fall in any nFAW window per channel: the engine keeps
 that window itself.
-The turnarounds follow the reference (shared/reference/dram_validation.md): RD->WR = nCL + 1;
-WR->RD = nCWL + nBL + nWTRS/L; WR->PRE = nCWL + nBL + nWR; RD->PRE = nRTP.
+The turnarounds follow Ramulator 2.1's GDDR6 model (github.com/CMU-SAFARI/ramulator2):
+RD->WR = nCL + 1; WR->RD = nCWL + nBL + nWTRS/L; WR->PRE = nCWL + nBL + nWR; RD->PRE = nRTP.
 """
 
 from __future__ import annotations
