@@ -41,6 +41,9 @@ DEFAULT_HARDWARE = "t4"
 
 @dataclass(frozen=True)
 class RunResult:
+    """One training step of a workload on a card: its trace, memory profile and step estimate
+    (the replay's, or the analytic roofline's), and with a host the input pipeline's result."""
+
     workload: WorkloadSpec
     hardware: Hardware
     trace: Trace

@@ -333,6 +333,8 @@ def hardware_names() -> list[str]:
 
 
 def load_hardware(spec: str | Path) -> Hardware:
+    """A card by shipped name (`hardware list`) or path, checked against its schema and the
+    rules no schema states (organisation, timing, refresh); InputError names what is wrong."""
     path = resources.resolve("hardware", str(spec))
     raw = load(path, "hardware")
     return parse_hardware(raw, str(path))

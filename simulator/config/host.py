@@ -175,6 +175,8 @@ def load_host_raw(spec: str | Path) -> tuple[dict, str]:
 
 
 def load_host(spec: str | Path | Host) -> Host:
+    """A host by shipped name (`hosts list`) or path, checked against its schema; InputError
+    names what is wrong."""
     if isinstance(spec, Host):
         return spec
     raw, path = load_host_raw(spec)

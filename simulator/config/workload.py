@@ -147,5 +147,7 @@ def workload_names() -> list[str]:
 
 
 def load_workload(spec: str | Path) -> WorkloadSpec:
+    """A workload by shipped name (`workloads list`) or path, checked against its schema and
+    the model's own rules; InputError names what is wrong."""
     path = resources.resolve("workloads", str(spec))
     return parse_workload(load(path, "workload"), str(path))

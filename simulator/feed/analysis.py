@@ -32,6 +32,8 @@ COMPRESSION_TRIED = 2.0
 
 @dataclass(frozen=True)
 class Remedy:
+    """One single change simulated: the stall it leaves, and whether it removes the stall."""
+
     change: str                  # in words
     stall_s_per_step: float      # with the change, steady epochs
     samples_per_s_supplied: float
@@ -40,6 +42,10 @@ class Remedy:
 
 @dataclass(frozen=True)
 class FeedResult:
+    """The input pipeline against the GPU's step: samples per second needed and supplied,
+    whether it bounds the step and which stage, the stall per step in the first and later
+    epochs, the epochs' length, and the remedies tried."""
+
     host: Host
     dataset: DatasetSpec
     loader: LoaderSpec

@@ -20,6 +20,9 @@ CATEGORIES = tuple(Category)
 
 @dataclass(frozen=True)
 class MemoryProfile:
+    """Live device memory over a step: the peak, where it falls, and what is live by category
+    at every op boundary (live tensor storage, no allocator rounding)."""
+
     peak_bytes: int                 # largest live total, outputs of the peak op included
     peak_op: int                    # index of the op at which it occurs
     peak_phase: Phase
