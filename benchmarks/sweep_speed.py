@@ -38,6 +38,7 @@ def main() -> None:
           f"transformer on t4 variants, {args.fidelity}; running {args.points} points")
     for workers in map(int, args.workers.split(",")):
         execute._DRAM_MEMO.clear()  # each run starts cold (pool workers fork this process)
+        execute._RUNS.clear()
         limited = spec if args.points >= total else _first(spec, args.points)
         with tempfile.TemporaryDirectory() as out:
             t = time.perf_counter()

@@ -51,12 +51,13 @@ def run_point(workload: str, hardware: Hardware, fidelity: str, host: Host | Non
 
     step = _step(workload)   # (the same object until the workload's file changes)
     step_key = (step, hardware.content_digest, fidelity)
-    r = _RUNS.get(step_key)
+    r = _RUNS.get(step_key) if host is not None else None
     if r is None:
         r = analyze(step, hardware, fidelity=fidelity, dram_memo=_DRAM_MEMO)
-        if len(_RUNS) >= 64:
-            _RUNS.clear()
-        _RUNS[step_key] = r
+        if host is not None:   # (only points with a host can share a step)
+            if len(_RUNS) >= 32:
+                _RUNS.clear()
+            _RUNS[step_key] = r
     est = r.estimate
     step = est.step_time_s
     dram_bytes = sum(o.bytes_to_dram for o in est.ops)
