@@ -383,3 +383,20 @@ def test_the_simulation_holds_the_measured_loader():
     rows = input_fidelity.check_measured_loader() + [input_fidelity.check_tensorpack()]
     assert len(rows) == 17
     assert all(ok for *_, ok in rows), [r for r in rows if not r[3]]
+
+
+def test_a_sweep_file_names_its_hosts(capsys, tmp_path, write_json):
+    sweep = write_json({"format_version": 1, "name": "feed", "hardware": "t4",
+                        "workloads": ["cnn"], "fidelity": "analytic",
+                        "host": ["hdd-server", "sata-ssd-server"],
+                        "vary": {"host.cpu_cores": [2, 8]}}, "feed.json")
+    out = tmp_path / "out"
+    code, text, _ = run_cli(capsys, "sweep", str(sweep), "--out", str(out), "--workers", "1")
+    assert code == 0 and "host.cpu_cores" in text
+    doc = json.loads((out / "feed.json").read_text())
+    assert doc["host"] == ["hdd-server", "sata-ssd-server"] and len(doc["points"]) == 4
+    assert {p["param.host"] for p in doc["points"]} == {"hdd-server", "sata-ssd-server"}
+    bad = write_json({"format_version": 1, "hardware": "t4", "workloads": ["cnn"],
+                      "host": ["hdd-server", "no-such-host"]}, "bad.json")
+    code, _, err = run_cli(capsys, "sweep", str(bad), "--out", str(tmp_path / "b"))
+    assert code == 2 and "unknown host 'no-such-host'" in err and "$.host[1]" in err

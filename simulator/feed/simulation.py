@@ -44,6 +44,7 @@ class Outcome:
     stall_s_per_step: float         # GPU idle per step: waiting for its batch and its copy
     wait_s_per_step: float          # ... of which waiting for a batch the loader had not made
     first_batch_s: float            # from the start until the first step begins
+    steady_from_s: float            # where the measured (steady) stretch begins
     utilisation: dict[str, float]   # per stage: share of its capacity in use
     timeline: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, state)
     queue: list[tuple[float, int]] = field(default_factory=list)  # (time, batches ready)
@@ -157,7 +158,7 @@ def simulate(s: Scenario) -> Outcome:
     wait = sum(waits[skip + 1:skip + steady + 1]) / steady
     use = _utilisation(store, stats, env.now, workers, min(workers, host.cpu.cores))
     return Outcome(period_s=period, stall_s_per_step=stall, wait_s_per_step=wait,
-                   first_batch_s=starts[0],
+                   first_batch_s=starts[0], steady_from_s=starts[skip],
                    utilisation=use, timeline=timeline, queue=queue)
 
 

@@ -147,25 +147,28 @@ def host_details(h: Host) -> str:
 
 
 def pipeline_timeline(f: FeedResult) -> Figure:
-    """The GPU busy or waiting, and the batches ready for it, over the simulated stretch of
-    a later epoch."""
+    """The GPU busy or waiting, and the batches ready for it, over the steady stretch of a
+    later epoch (the prefill before it left out), its time counted from that stretch's start."""
     out = f.timeline
+    t0 = out.steady_from_s
     fig = Figure(figsize=(9, 3.2))
     ax, aq = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [1, 2]})
     for start, end, state in out.timeline:
+        start = max(start, t0)
         if end > start:
-            ax.broken_barh([(start, end - start)], (0, 1),
+            ax.broken_barh([(start - t0, end - start)], (0, 1),
                            color="#2ca02c" if state == "busy" else "#d62728")
     ax.set_yticks([])
     ax.set_ylabel("GPU", rotation=0, ha="right", va="center")
     ax.plot([], [], color="#2ca02c", lw=6, label="busy (the step)")
     ax.plot([], [], color="#d62728", lw=6, label="waiting (data stall, copy)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    if out.queue:
-        t, q = np.array(out.queue, dtype=float).T
+    steady = [(t - t0, q) for t, q in out.queue if t >= t0]
+    if steady:
+        t, q = np.array(steady, dtype=float).T
         aq.step(t, q, where="post", color="#1f77b4")
     aq.set_ylabel("batches ready")
-    aq.set_xlabel("time (s)")
+    aq.set_xlabel("time in the steady stretch (s)")
     state = f"input-bound ({f.bottleneck})" if f.bound else "keeps up"
     ax.set_title(f"input pipeline on {f.host.name}: {state}; GPU waits "
                  f"{_pct(f.gpu_wait_share)} of the time", fontsize=9)
