@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 GB = 1e9
+MB = 1e6
 GiB = 2**30
 MiB = 2**20
 KiB = 2**10
@@ -64,6 +65,11 @@ def time_unit(s: float) -> tuple[str, float]:
 def fmt_seconds(s: float) -> str:
     unit, size = time_unit(s)
     return f"{s / size:.{2 if unit == 'us' else 3}f} {unit}"
+
+
+def fmt_share(x: float) -> str:
+    """A share (0.25) as a percentage ('25.0 %')."""
+    return f"{x * 100:.1f} %"
 
 
 def fmt_flops(f: float) -> str:

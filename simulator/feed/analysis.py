@@ -97,14 +97,21 @@ def _run(host: Host, ds: DatasetSpec, ld: LoaderSpec, batch: int, gpu_s: float,
     return simulate(Scenario(host, ds, ld, batch, gpu_s, hit, steps))
 
 
+def _later_epochs(host: Host, ds: DatasetSpec, ld: LoaderSpec, batch: int, step_time_s: float
+                  ) -> tuple[float, float, Outcome, Outcome]:
+    """(page-cache hit rate, the GPU's time per step, the run against that step, the run
+    against a GPU that never waits) for the epochs after the first."""
+    hit = costs.page_cache_hit_rate(ds, host)
+    gpu_step = step_time_s + costs.gpu_decode_s(ds, ld, batch)
+    return (hit, gpu_step, _run(host, ds, ld, batch, step_time_s, hit),
+            _run(host, ds, ld, batch, 0.0, hit))
+
+
 def _analyze(host: Host, ds: DatasetSpec, ld: LoaderSpec, batch: int, step_time_s: float,
              remedies: bool) -> FeedResult:
-    hit = costs.page_cache_hit_rate(ds, host)
     step_time_s = float(step_time_s)
-    gpu_step = step_time_s + costs.gpu_decode_s(ds, ld, batch)
-    warm = _run(host, ds, ld, batch, step_time_s, hit)
+    hit, gpu_step, warm, supply = _later_epochs(host, ds, ld, batch, step_time_s)
     cold = warm if hit == 0 else _run(host, ds, ld, batch, step_time_s, 0.0)
-    supply = _run(host, ds, ld, batch, 0.0, hit)
     cold_supply = supply if hit == 0 else _run(host, ds, ld, batch, 0.0, 0.0)
     needed = batch / gpu_step if gpu_step > 0 else math.inf
     supplied = batch / supply.period_s
@@ -112,8 +119,6 @@ def _analyze(host: Host, ds: DatasetSpec, ld: LoaderSpec, batch: int, step_time_
     use = supply.utilisation
     bottleneck = max(STAGES, key=lambda k: use[k]) if bound else "none"
     steps = math.ceil(ds.samples / batch)
-    batch_bytes = costs.batch_bytes_to_gpu(ds, ld, batch)
-    copy_s = batch_bytes / (host.pcie.copy_GBps(ld.pin_memory) * 1e9)
     stalled = bound or warm.stall_s_per_step > STALL_TOLERANCE * gpu_step
     fixes = tuple(_remedies(host, ds, ld, batch, step_time_s, bound)) \
         if remedies and stalled else ()
@@ -124,7 +129,7 @@ def _analyze(host: Host, ds: DatasetSpec, ld: LoaderSpec, batch: int, step_time_
         bottleneck=bottleneck, utilisation=use, stall_s_per_step=warm.stall_s_per_step,
         first_stall_s_per_step=cold.stall_s_per_step,
         gpu_wait_share=warm.stall_s_per_step / warm.period_s,
-        copy_s_per_step=copy_s,
+        copy_s_per_step=costs.copy_s(ds, ld, host, batch),
         first_epoch_s=cold.first_batch_s + steps * cold.period_s,
         steady_epoch_s=steps * warm.period_s,
         page_cache_hit_rate=hit, cache_fraction=costs.cache_fraction(ds, host),
@@ -192,10 +197,8 @@ def _remedies(host: Host, ds: DatasetSpec, ld: LoaderSpec, batch: int, step_time
     remain, a stall of its own); otherwise, when the GPU no longer waits at all."""
     out = []
     for change, h, d, lo in _candidates(host, ds, ld, bound):
-        hit = costs.page_cache_hit_rate(d, h)
-        gpu_step = step_time_s + costs.gpu_decode_s(d, lo, batch)
-        warm = _run(h, d, lo, batch, step_time_s, hit)
-        supplied = batch / _run(h, d, lo, batch, 0.0, hit).period_s
+        _, gpu_step, warm, supply = _later_epochs(h, d, lo, batch, step_time_s)
+        supplied = batch / supply.period_s
         tolerance = STALL_TOLERANCE * gpu_step
         removes = bool((supplied >= batch / gpu_step and warm.wait_s_per_step <= tolerance)
                        if bound else warm.stall_s_per_step <= tolerance)

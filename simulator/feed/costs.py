@@ -9,9 +9,12 @@ from functools import cache
 
 from simulator.config.dataset import DatasetSpec, LoaderSpec
 from simulator.config.host import Host
-from simulator.units import GB
+from simulator.units import GB, MB
 
-MB = 1e6
+
+def gpu_decodes(dataset: DatasetSpec, loader: LoaderSpec) -> bool:
+    """JPEG decoded on the GPU (as DALI's nvJPEG does): the workers pass the stored bytes on."""
+    return dataset.format == "jpeg" and loader.decode == "gpu"
 
 
 def decode_cpu_s(dataset: DatasetSpec, loader: LoaderSpec, host: Host) -> float:
@@ -19,7 +22,7 @@ def decode_cpu_s(dataset: DatasetSpec, loader: LoaderSpec, host: Host) -> float:
     through the training augmentation; a codec's decompression) and the copy into the batch.
     With GPU decoding the workers only pass the stored bytes on."""
     cpu = host.cpu
-    if dataset.format == "jpeg" and loader.decode == "gpu":
+    if gpu_decodes(dataset, loader):
         return dataset.bytes_per_sample / (cpu.copy_GBps * GB)
     work = dataset.collated_bytes_per_sample / (cpu.copy_GBps * GB)
     if dataset.format == "jpeg":
@@ -32,14 +35,20 @@ def decode_cpu_s(dataset: DatasetSpec, loader: LoaderSpec, host: Host) -> float:
 def batch_bytes_to_gpu(dataset: DatasetSpec, loader: LoaderSpec, batch: int) -> float:
     """Bytes one batch moves over the host link: collated tensors, or with GPU decoding the
     stored JPEG bytes the GPU decodes."""
-    per = dataset.bytes_per_sample if (dataset.format == "jpeg" and loader.decode == "gpu") \
+    per = dataset.bytes_per_sample if gpu_decodes(dataset, loader) \
         else dataset.collated_bytes_per_sample
     return per * batch
 
 
+def copy_s(dataset: DatasetSpec, loader: LoaderSpec, host: Host, batch: int) -> float:
+    """Seconds one batch takes over the host link, from pinned or pageable memory."""
+    return batch_bytes_to_gpu(dataset, loader, batch) / (host.pcie.copy_GBps(loader.pin_memory)
+                                                          * GB)
+
+
 def gpu_decode_s(dataset: DatasetSpec, loader: LoaderSpec, batch: int) -> float:
     """GPU seconds per step spent decoding (GPU decoding only)."""
-    if dataset.format != "jpeg" or loader.decode != "gpu":
+    if not gpu_decodes(dataset, loader):
         return 0.0
     return batch * dataset.megapixels_per_sample / loader.gpu_decode_megapixels_per_s
 

@@ -38,7 +38,7 @@ class Scenario:
 
 @dataclass
 class Outcome:
-    """What a simulation measured over its steady stretch (the steps after the first third)."""
+    """What a simulation measured over its steady stretch (`window`)."""
 
     period_s: float                 # time per step
     stall_s_per_step: float         # GPU idle per step: waiting for its batch and its copy
@@ -53,8 +53,7 @@ class Outcome:
 def simulate(s: Scenario) -> Outcome:
     env = simpy.Environment()
     host, ds, ld = s.host, s.dataset, s.loader
-    workers = max(1, ld.workers)               # 0: the training process loads, one at a time
-    ahead = ld.prefetch_factor * workers if ld.workers else 1
+    workers, ahead = loaders(ld.workers, ld.prefetch_factor)
     cores = simpy.Resource(env, capacity=host.cpu.cores)
     store = storage.build(env, host)
     link = simpy.Resource(env, capacity=1)
@@ -66,7 +65,7 @@ def simulate(s: Scenario) -> Outcome:
     share = ds.bytes_per_sample / ds.shard_bytes if sequential else 1.0
     batch_bytes = costs.batch_bytes_to_gpu(ds, ld, s.batch)
     pin_s = batch_bytes / (host.cpu.copy_GBps * GB) if ld.pin_memory else 0.0
-    copy_s = batch_bytes / (host.pcie.copy_GBps(ld.pin_memory) * GB)
+    copy_s = costs.copy_s(ds, ld, host, s.batch)
     gpu_s = s.gpu_step_s + costs.gpu_decode_s(ds, ld, s.batch)
 
     built = [env.event() for _ in range(s.steps)]       # a worker has collated batch b
@@ -127,13 +126,11 @@ def simulate(s: Scenario) -> Outcome:
     def gpu():
         for b in range(s.steps):
             idle_from = env.now
+            yield pinned[b]
+            waits.append(env.now - idle_from)
             if ld.copy == "overlapped":
-                yield pinned[b]
-                waits.append(env.now - idle_from)
                 yield copied[b]
             else:
-                yield pinned[b]
-                waits.append(env.now - idle_from)
                 yield from _copy()
             ready[0] -= 1
             queue.append((env.now, ready[0]))
@@ -171,11 +168,16 @@ def window(steps: int, workers: int, ahead: int) -> tuple[int, int]:
     return skip, min(steady, steps - 1 - skip)
 
 
+def loaders(workers: int, prefetch: int) -> tuple[int, int]:
+    """(processes that load batches, batches outstanding at most): with 0 workers the
+    training process loads each batch itself, one ahead."""
+    return max(1, workers), prefetch * workers if workers else 1
+
+
 def steps_for(workers: int, prefetch: int) -> int:
     """Steps one run simulates: the prefetch filled, at least two rounds of the workers (and
     24 steps) measured, and a round after them."""
-    w = max(1, workers)
-    ahead = prefetch * w if workers else 1
+    w, ahead = loaders(workers, prefetch)
     return ahead + max(2 * w, -(-24 // w) * w) + w + 1
 
 

@@ -8,9 +8,12 @@ from collections.abc import Generator
 import simpy
 
 from simulator.config.host import Disk, Host, Network
-from simulator.units import BITS_PER_BYTE
+from simulator.units import BITS_PER_BYTE, GIGA, MB
 
-MB = 1e6
+
+def _link_s(nbytes: float, gbit_per_s: float) -> float:
+    """Seconds `nbytes` take over a network link of `gbit_per_s` (1e9 bit/s)."""
+    return nbytes * BITS_PER_BYTE / (gbit_per_s * GIGA)
 
 
 class DiskArray:
@@ -23,7 +26,6 @@ class DiskArray:
         self.env, self.disk = env, disk
         self.disks = [simpy.Resource(env, capacity=1) for _ in range(disk.devices)]
         self.busy_s = 0.0  # disk-seconds, summed over the disks
-        self.reads = 0
 
     def read(self, key: int, nbytes: float, accesses: float = 1.0) -> Generator:
         """`accesses`: the share of a random access this read pays (a sequential read of part
@@ -35,7 +37,6 @@ class DiskArray:
             t = accesses / self.disk.iops_at(outstanding) \
                 + nbytes / (self.disk.sequential_read_MBps * MB)
             self.busy_s += t
-            self.reads += 1
             yield self.env.timeout(t)
 
     def utilisation(self, elapsed_s: float) -> float:
@@ -70,7 +71,7 @@ class NetworkStore:
         self.disk_s += self.env.now - start
         with self.server_links[node].request() as req:
             yield req
-            t = nbytes * BITS_PER_BYTE / (self.net.node_bandwidth_Gbps * 1e9)
+            t = _link_s(nbytes, self.net.node_bandwidth_Gbps)
             self.server_busy_s[node] += t
             yield self.env.timeout(t)
 
@@ -87,7 +88,7 @@ class NetworkStore:
             yield self.env.all_of(parts)
             with self.client.request() as creq:
                 yield creq
-                t = nbytes * BITS_PER_BYTE / (net.client_bandwidth_Gbps * 1e9)
+                t = _link_s(nbytes, net.client_bandwidth_Gbps)
                 self.client_busy_s += t
                 yield self.env.timeout(t)
         self.read_s += self.env.now - start

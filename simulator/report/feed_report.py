@@ -10,11 +10,7 @@ from matplotlib.figure import Figure
 
 from simulator.config.host import Host
 from simulator.feed.analysis import STAGES, FeedResult
-from simulator.units import GiB, fmt_bytes, fmt_seconds
-
-
-def _pct(x: float) -> str:
-    return f"{x * 100:.1f} %"
+from simulator.units import GiB, fmt_bytes, fmt_seconds, fmt_share
 
 
 def _rate(x: float) -> str:
@@ -48,14 +44,14 @@ def feed_lines(f: FeedResult) -> list[str]:
         "  stage use with a GPU that never waits (1 = saturated): "
         + ", ".join(f"{k} {f.utilisation[k]:.2f}" for k in STAGES),
         f"  data stall per step: {fmt_seconds(f.stall_s_per_step)} in later epochs "
-        f"(GPU waits {_pct(f.gpu_wait_share)} of the time), "
+        f"(GPU waits {fmt_share(f.gpu_wait_share)} of the time), "
         f"{fmt_seconds(f.first_stall_s_per_step)} in the first; host-to-device copy "
         f"{fmt_seconds(f.copy_s_per_step)} per batch"
         + (" (in the step)" if ld.copy == "in_step" else " (overlapped)"),
         f"  epoch ({f.steps_per_epoch:,} steps): first (cold page cache) "
         f"{_duration(f.first_epoch_s)}, later {_duration(f.steady_epoch_s)}; the page cache "
-        f"holds {_pct(min(f.cache_fraction, 1))} of the dataset and serves "
-        f"{_pct(f.page_cache_hit_rate)} of later reads",
+        f"holds {fmt_share(min(f.cache_fraction, 1))} of the dataset and serves "
+        f"{fmt_share(f.page_cache_hit_rate)} of later reads",
     ]
     if f.remedies:
         best = f.best_change
@@ -171,6 +167,6 @@ def pipeline_timeline(f: FeedResult) -> Figure:
     aq.set_xlabel("time in the steady stretch (s)")
     state = f"input-bound ({f.bottleneck})" if f.bound else "keeps up"
     ax.set_title(f"input pipeline on {f.host.name}: {state}; GPU waits "
-                 f"{_pct(f.gpu_wait_share)} of the time", fontsize=9)
+                 f"{fmt_share(f.gpu_wait_share)} of the time", fontsize=9)
     fig.tight_layout()
     return fig

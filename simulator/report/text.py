@@ -9,7 +9,7 @@ from simulator.gpu.l2 import ESTIMATED_L2_TO_DRAM_BANDWIDTH
 from simulator.gpu.model import compute_settings
 from simulator.pipeline import RunResult
 from simulator.replay import separation
-from simulator.units import GB, GiB, fmt_bytes, fmt_flops, fmt_seconds
+from simulator.units import GB, GiB, fmt_bytes, fmt_flops, fmt_seconds, fmt_share
 
 
 def table(rows: list[list[str]], align: str) -> list[str]:
@@ -23,8 +23,7 @@ def table(rows: list[list[str]], align: str) -> list[str]:
     return out
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:.1f} %"
+_pct = fmt_share
 
 
 def hardware_line(hw: Hardware) -> str:
