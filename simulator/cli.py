@@ -160,16 +160,20 @@ def cmd_hardware_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _show(item, as_json: bool, doc, details) -> int:
+    """A `NAME show` command: the item as its JSON document, or in words."""
+    if as_json:
+        _print_json(doc(item))
+    else:
+        print(details(item))
+    return 0
+
+
 def cmd_hardware_show(args: argparse.Namespace) -> int:
     from simulator.report.json_report import hardware_doc
     from simulator.report.text import hardware_details
 
-    hw = load_hardware(args.hardware)
-    if args.json:
-        _print_json(hardware_doc(hw))
-    else:
-        print(hardware_details(hw))
-    return 0
+    return _show(load_hardware(args.hardware), args.json, hardware_doc, hardware_details)
 
 
 def cmd_hosts_list(args: argparse.Namespace) -> int:
@@ -193,12 +197,7 @@ def cmd_hosts_show(args: argparse.Namespace) -> int:
     from simulator.config.host import load_host
     from simulator.report.feed_report import host_details, host_doc
 
-    h = load_host(args.host)
-    if args.json:
-        _print_json(host_doc(h))
-    else:
-        print(host_details(h))
-    return 0
+    return _show(load_host(args.host), args.json, host_doc, host_details)
 
 
 def cmd_workloads_list(args: argparse.Namespace) -> int:

@@ -149,7 +149,7 @@ def test_python_examples_run(where, index, code, capsys):
 def test_nothing_cites_a_path_outside_the_repository():
     files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
                            check=True).stdout.split()
-    pattern = re.compile(r"\.\./shared|shared/reference|shared/seeds")
+    pattern = re.compile(r"\.\./shared\b|shared[/\\](reference|seeds)\b")
     bad = [f for f in files if f.endswith((".md", ".py", ".json", ".toml"))
            and f != "tests/test_docs.py" and pattern.search((REPO / f).read_text())]
     assert not bad, f"cite public sources, not paths outside the repository: {bad}"

@@ -65,10 +65,10 @@ def test_shorthand_writes_every_point(tmp_path, capsys):
 def test_rerun_skips_finished_points_and_retries_failed_ones(tmp_path, monkeypatch, capsys):
     real = execute.run_point
 
-    def flaky(workload, hardware, fidelity):
+    def flaky(workload, hardware, fidelity, *feed):
         if hardware.memory.data_rate_gbps == 14 and hardware.memory.bus_width_bits == 128:
             raise RuntimeError("boom")
-        return real(workload, hardware, fidelity)
+        return real(workload, hardware, fidelity, *feed)
 
     monkeypatch.setattr(execute, "run_point", flaky)
     assert _sweep(tmp_path) == 1                      # one point failed, the others went on
@@ -78,9 +78,9 @@ def test_rerun_skips_finished_points_and_retries_failed_ones(tmp_path, monkeypat
     assert "FAILED: RuntimeError: boom" in capsys.readouterr().out
     calls = []
 
-    def counted(workload, hardware, fidelity):
+    def counted(workload, hardware, fidelity, *feed):
         calls.append(hardware.memory.data_rate_gbps)
-        return real(workload, hardware, fidelity)
+        return real(workload, hardware, fidelity, *feed)
 
     monkeypatch.setattr(execute, "run_point", counted)
     assert _sweep(tmp_path) == 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +10,7 @@ from simulator import resources, units
 from simulator.config import controller as controllers
 from simulator.config.address_mapping import AddressMapping
 from simulator.config.controller import ControllerConfig
-from simulator.config.loader import load, schema
+from simulator.config.loader import content_digest, load, schema
 from simulator.config.organization import (
     BURST_CK,
     BURST_LENGTH,
@@ -257,7 +255,7 @@ def parse_hardware(raw: dict, file: str) -> Hardware:
         kernel_launch_overhead_us=compute.get("kernel_launch_overhead_us"),
         boost_clock_mhz=compute.get("clocks_mhz", {}).get("boost"),
         sustained_clock_mhz=compute.get("clocks_mhz", {}).get("sustained"),
-        content_digest=hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest(),
+        content_digest=content_digest(raw),
         runtime_reserve=runtime_reserve(raw["vendor"], raw.get("chip", "")))
     _check_refresh(hw, raw, file)
     return hw

@@ -6,13 +6,11 @@ simulates anything.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from simulator import resources
-from simulator.config.loader import load
+from simulator.config.loader import content_digest, load
 from simulator.errors import InputError
 from simulator.units import BITS_PER_BYTE, GiB
 
@@ -157,7 +155,7 @@ def parse_host(raw: dict, file: str) -> Host:
                   pinned_share=p.get("pinned_share", PINNED_SHARE),
                   pageable_share=p.get("pageable_share", PAGEABLE_SHARE)),
         sources=tuple(raw["sources"]), path=file,
-        content_digest=hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest())
+        content_digest=content_digest(raw))
 
 
 def host_names() -> list[str]:

@@ -5,6 +5,7 @@ Every failure becomes an InputError naming the file, the JSON path and what was 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Callable
@@ -151,6 +152,11 @@ def validate(data: Any, schema_name: str, file: str, part: str | None = None) ->
     err = best_match(_validator(schema_name, part).iter_errors(data))
     if err is not None:
         raise InputError(_expected(err), file=file, path=json_path(err.absolute_path))
+
+
+def content_digest(raw: Any) -> str:
+    """SHA-256 of a loaded document (keys sorted): what a sweep point's key holds of a file."""
+    return hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()
 
 
 def load(path: Path, schema_name: str, part: str | None = None) -> Any:

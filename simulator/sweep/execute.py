@@ -31,6 +31,7 @@ from simulator import resources, version
 from simulator.config.hardware import Hardware
 from simulator.config.host import Host
 from simulator.config.organization import organization
+from simulator.config.workload import WorkloadSpec
 from simulator.dram.system import configuration, engine_threads, set_engine_threads
 from simulator.errors import InputError
 from simulator.sweep.spec import Point, SweepSpec
@@ -49,15 +50,15 @@ def run_point(workload: str, hardware: Hardware, fidelity: str, host: Host | Non
     GPU's step, replayed once per process)."""
     from simulator.pipeline import analyze
 
-    step = _step(workload)   # (the same object until the workload's file changes)
-    step_key = (step, hardware.content_digest, fidelity)
-    r = _RUNS.get(step_key) if host is not None else None
+    made = _step(workload)   # (the same object until the workload's file changes)
+    run_key = (made, hardware.content_digest, fidelity)
+    r = _RUNS.get(run_key) if host is not None else None
     if r is None:
-        r = analyze(step, hardware, fidelity=fidelity, dram_memo=_DRAM_MEMO)
+        r = analyze(made, hardware, fidelity=fidelity, dram_memo=_DRAM_MEMO)
         if host is not None:   # (only points with a host can share a step)
             if len(_RUNS) >= 32:
                 _RUNS.clear()
-            _RUNS[step_key] = r
+            _RUNS[run_key] = r
     est = r.estimate
     step = est.step_time_s
     dram_bytes = sum(o.bytes_to_dram for o in est.ops)
@@ -81,25 +82,31 @@ def run_point(workload: str, hardware: Hardware, fidelity: str, host: Host | Non
         "steps_per_hour_per_kusd": 3600 / step / (price / 1000) if price and step else None,
     }
     if host is not None:
-        row.update(_feed_row(workload, host, step, data_settings or {}))
+        from simulator.sweep.feed_params import apply_data
+
+        spec = apply_data(workload, data_settings, "sweep point") if data_settings \
+            else made.spec
+        row.update(_feed_row(spec, host, step))
     return row
 
 
-def _feed_row(workload: str, host: Host, step_time_s: float,
-              data_settings: dict[str, Any]) -> dict[str, Any]:
-    from simulator.feed.analysis import analyze_feed
-    from simulator.sweep.feed_params import apply_data
+# the input pipeline's figures a sweep row keeps, by their name in run --json's input_pipeline
+_FEED_ROW = {"input_bound": "bound", "input_bottleneck": "bottleneck",
+             "stall_s_per_step": "stall_s_per_step", "gpu_wait_share": "gpu_wait_share",
+             "samples_per_s_needed": "samples_per_s_needed",
+             "samples_per_s_supplied": "samples_per_s_supplied",
+             "first_epoch_s": "first_epoch_s", "steady_epoch_s": "steady_epoch_s",
+             "input_best_change": "best_single_change"}
 
-    spec = apply_data(workload, data_settings, "sweep point")
+
+def _feed_row(spec: WorkloadSpec, host: Host, step_time_s: float) -> dict[str, Any]:
+    from simulator.feed.analysis import analyze_feed
+    from simulator.report.feed_report import feed_doc
+
     f = analyze_feed(spec, host, step_time_s)
-    return {"input_bound": f.bound, "input_bottleneck": f.bottleneck,
-            "stall_s_per_step": f.stall_s_per_step, "gpu_wait_share": f.gpu_wait_share,
-            "effective_step_time_s": f.timeline.period_s,
-            "samples_per_s_needed": f.samples_per_s_needed if f.samples_per_s_needed
-            != float("inf") else None,
-            "samples_per_s_supplied": f.samples_per_s_supplied,
-            "first_epoch_s": f.first_epoch_s, "steady_epoch_s": f.steady_epoch_s,
-            "input_best_change": f.best_change}
+    doc = feed_doc(f)
+    return {**{k: doc[v] for k, v in _FEED_ROW.items()},
+            "effective_step_time_s": f.timeline.period_s}
 
 
 def _step(workload: str):
@@ -321,8 +328,7 @@ def _dask(todo: list[Point], fidelity: str, scheduler: str
 
 def _guarded(p: Point, fidelity: str) -> tuple[dict | None, str | None]:
     try:
-        feed = (p.host, p.data_settings) if p.host else ()
-        return run_point(p.workload, p.hardware, fidelity, *feed), None
+        return run_point(p.workload, p.hardware, fidelity, p.host, p.data_settings), None
     except Exception as exc:  # noqa: BLE001 - a failing point is reported, the rest go on
         return None, _message(exc)
 

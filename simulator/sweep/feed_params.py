@@ -14,6 +14,7 @@ from simulator.config.host import Host, parse_host
 from simulator.config.loader import load, validate
 from simulator.config.workload import WorkloadSpec, parse_workload
 from simulator.errors import InputError
+from simulator.sweep.params import describe, set_path
 
 HOST_PREFIX, DATASET_PREFIX, LOADER_PREFIX = "host.", "dataset.", "loader."
 # short name -> path in the host file
@@ -47,26 +48,17 @@ def _host_path(name: str) -> list[str]:
     return path.split(".")
 
 
-def _set(node: dict, path: list[str], value: Any, name: str, where: str, what: str) -> None:
-    for key in path[:-1]:
-        if not isinstance(node.get(key, {}), dict):
-            raise InputError(f"'{name}': {'.'.join(path)} is not an object path in the {what}",
-                             file=where)
-        node = node.setdefault(key, {})
-    node[path[-1]] = value
-
-
 def apply_host(raw: dict, settings: dict[str, Any], where: str) -> Host:
     """The host with the `host.` settings applied, checked as a host file is."""
     edited = copy.deepcopy(raw)
     for name, value in settings.items():
-        _set(edited, _host_path(name), value, name, where, "host file")
+        set_path(edited, _host_path(name), value, name, where, "host file")
     try:
         validate(edited, "host", where)
         return parse_host(edited, f"{raw['name']}.json")
     except InputError as exc:
-        shown = ", ".join(f"{k}={v}" for k, v in settings.items())
-        raise InputError(f"{exc.message} (with {shown} on {raw['name']})", file=where,
+        raise InputError(f"{exc.message} (with {describe(settings)} on {raw['name']})",
+                         file=where,
                          path=exc.path) from None
 
 
@@ -83,11 +75,12 @@ def apply_data(workload: str, settings: dict[str, Any], where: str) -> WorkloadS
         prefix, _, rest = name.partition(".")
         if not rest:
             raise InputError(f"'{name}': expected {prefix}.NAME", file=where)
-        _set(edited["data"], [prefix, *rest.split(".")], value, name, where, "workload's data")
+        set_path(edited["data"], [prefix, *rest.split(".")], value, name, where,
+                 "workload's data")
     try:
         validate(edited, "workload", where)
         return parse_workload(edited, str(path))
     except InputError as exc:
-        shown = ", ".join(f"{k}={v}" for k, v in settings.items())
-        raise InputError(f"{exc.message} (with {shown} on {workload})", file=where,
+        raise InputError(f"{exc.message} (with {describe(settings)} on {workload})",
+                         file=where,
                          path=exc.path) from None

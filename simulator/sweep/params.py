@@ -77,13 +77,7 @@ def apply(raw: dict, settings: dict[str, Any], where: str, compared: bool = Fals
             # a card that states no controller runs on the GPU memory path: the setting
             # changes that one (a block of its own would start from the generic controller)
             edited["memory"]["controller"] = GPU_CONTROLLER.settings()
-        node = edited
-        for key in path[:-1]:
-            if not isinstance(node.get(key, {}), dict):
-                raise InputError(f"'{name}': {'.'.join(path)} is not an object path in the "
-                                 "hardware file", file=where)
-            node = node.setdefault(key, {})
-        node[path[-1]] = value
+        set_path(edited, path, value, name, where, "hardware file")
         if path[-1] in ("bus_width_bits", "clamshell") and path[0] == "memory":
             _fill_bus(edited["memory"])
     try:
@@ -91,7 +85,7 @@ def apply(raw: dict, settings: dict[str, Any], where: str, compared: bool = Fals
         return parse_hardware(edited, f"{raw['name']}.json")
     except InputError as exc:
         on = f" on {raw['name']}" if compared else ""
-        raise InputError(f"{exc.message} (with {_describe(settings)}{on})", file=where,
+        raise InputError(f"{exc.message} (with {describe(settings)}{on})", file=where,
                          path=exc.path) from None
 
 
@@ -101,5 +95,18 @@ def _fill_bus(m: dict) -> None:
     m.pop("devices", None)
 
 
-def _describe(settings: dict[str, Any]) -> str:
+def set_path(node: dict, path: list[str], value: Any, name: str, where: str,
+             what: str) -> None:
+    """Set `path` in a JSON document to `value`, making the objects on the way; parameter
+    `name` names the setting in the error where a step of the path is not an object."""
+    for key in path[:-1]:
+        if not isinstance(node.get(key, {}), dict):
+            raise InputError(f"'{name}': {'.'.join(path)} is not an object path in the {what}",
+                             file=where)
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+
+
+def describe(settings: dict[str, Any]) -> str:
+    """Settings as errors name them: `a=1, b=2`."""
     return ", ".join(f"{k}={v}" for k, v in settings.items())

@@ -181,11 +181,11 @@ def build(name: str, hardware: str | list[str], workloads: list[str],
                              f"more than once", file=source, path=f"$.vary.{axis}")
     cards = _load_cards(given, source)
     hosts = _load_hosts(hosts_given, source)
+    from simulator.feed.analysis import check_feedable
+
     for w in workloads:
         spec_w = load_workload(w)   # unknown or broken workloads fail here, not in a worker
         if hosts:
-            from simulator.feed.analysis import check_feedable
-
             check_feedable(spec_w)
     spec = SweepSpec(name, cards, tuple(workloads), axes, fidelity or "analytic", source, hosts)
     points = spec.points()  # every hardware and host point checked before anything runs
