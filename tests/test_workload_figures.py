@@ -401,3 +401,34 @@ def test_int8_weight_quantization(name):
     dequant = [op for op in q.ops_in(Phase.FORWARD) if op.name.endswith(".dequantize")]
     assert len(dequant) == len(frozen)
     assert profile(q).peak_bytes < profile(plain).peak_bytes
+
+
+def _score_passes(trace, phase):
+    """Elementwise ops of one layer's attention core that move a whole score matrix (dropout
+    left out: not every workload trains with it)."""
+    return sorted(op.name.split(".sdpa.")[-1] for op in trace.ops_in(phase)
+                  if ".0." in op.name and ".sdpa." in op.name and op.kind == "elementwise"
+                  and "dropout" not in op.name)
+
+
+@pytest.mark.parametrize("name, mask", [("gpt2-small", "where"), ("bert-base", "add")])
+def test_eager_attention_scales_and_masks_the_scores(name, mask):
+    """Hugging Face's eager attention: the same FLOPs as the math path, but the scale runs on
+    the score matrix after the bmm, and the mask is a pass of its own (torch.where for a
+    causal decoder, whose backward is one more pass; an added padding mask, whose backward
+    hands the gradient on)."""
+    spec = load_workload(name)
+    math_trace = build_trace(_with(spec, attention="math"))
+    eager = build_trace(_with(spec, attention="eager"))
+    assert eager.flops() == math_trace.flops()
+    assert _score_passes(math_trace, Phase.FORWARD) == ["scale", "softmax"]
+    assert _score_passes(eager, Phase.FORWARD) == ["mask", "scale", "softmax"]
+    fwd = {op.name.split(".sdpa.")[-1]: op for op in eager.ops_in(Phase.FORWARD)
+           if ".0." in op.name and ".sdpa." in op.name}
+    assert fwd["scale"].reads[0].nbytes == fwd["qk"].writes[0].nbytes  # the scores, not q
+    backward = ["scale.backward", "softmax.backward"]
+    if mask == "where":
+        backward.insert(0, "mask.backward")
+    assert _score_passes(eager, Phase.BACKWARD) == backward
+    assert sum(op.bytes_moved for op in eager.ops) > \
+        sum(op.bytes_moved for op in math_trace.ops)

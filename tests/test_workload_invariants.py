@@ -52,7 +52,7 @@ def workloads(draw):
         "mixed_precision": draw(st.sampled_from(["none", "fp16", "bf16"])),
         "checkpointing": draw(st.sampled_from(["none", "full"] if attention_free
                                               else ["none", "selective", "full"])),
-        "execution": {"attention": draw(st.sampled_from(["fused", "math"]))},
+        "execution": {"attention": draw(st.sampled_from(["fused", "math", "eager"]))},
     }
     if draw(st.booleans()):
         training["pruning"] = {"fraction": draw(st.sampled_from([0.25, 0.5]))}

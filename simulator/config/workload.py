@@ -18,7 +18,7 @@ from simulator.errors import InputError
 class Execution:
     """How the framework runs the step (PyTorch on CUDA defaults)."""
 
-    attention: str = "fused"          # fused (memory-efficient / flash kernel) or math (unfused)
+    attention: str = "fused"          # fused (memory-efficient kernel), math (SDPA unfused), eager
     allow_tf32_matmul: bool = False   # torch.backends.cuda.matmul.allow_tf32 (default False)
     allow_tf32_conv: bool = True      # torch.backends.cudnn.allow_tf32 (default True)
     cuda_graphs: bool = False         # a captured graph: no per-op host dispatch (gpu/dispatch.py)

@@ -293,7 +293,8 @@ def attention(b: TraceBuilder, q: Tensor, k: Tensor, v: Tensor, s: AttentionShap
             * s.bmm_flops()
     if b.execution.attention == "fused":
         return _attention_fused(b, q, k, v, s, out_shape, name)
-    return _attention_math(b, q, k, v, s, dropout_p, out_shape, name)
+    return _attention_math(b, q, k, v, s, dropout_p, out_shape, name,
+                           eager=b.execution.attention == "eager")
 
 
 def _sources(*tensors: Tensor) -> list[Tensor]:
@@ -329,9 +330,13 @@ def _attention_fused(b, q, k, v, s: AttentionShape, out_shape, name) -> Tensor:
 
 
 def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_shape,
-                    name) -> Tensor:
-    """The unfused path (_scaled_dot_product_attention_math): scale, bmm, softmax, dropout, bmm.
-    q, k and v are strided views of their sources; the score matrix lives in DRAM."""
+                    name, eager: bool = False) -> Tensor:
+    """The unfused paths. `math` (_scaled_dot_product_attention_math): scale q, bmm, softmax,
+    dropout, bmm. `eager`, as Hugging Face's eager attention modules write it (BertSelfAttention,
+    GPT2Attention._attn in transformers 4.x): bmm, divide the scores by sqrt(head_dim), mask
+    them (a causal mask by torch.where, else the padding mask added), softmax, dropout, bmm:
+    two more passes over the score matrix. q, k and v are strided views of their sources; the
+    score matrix lives in DRAM."""
     bh = s.batch * s.heads
     elem = DTYPE_BYTES[q_src.dtype]
     q_bytes = bh * s.q_len * s.head_dim * elem
@@ -341,24 +346,33 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
     srcs = _sources(q_src, k_src, v_src)
     v_grads: list[Tensor] = []
 
-    q = b.activation(f"{name}.q_scaled", (bh, s.q_len, s.head_dim), q_src)
-    b.op(f"{name}.scale", "elementwise", [part(q_src, q_bytes, strided)], [q])
+    if eager:  # q is read in place; the scale comes after the bmm
+        q = q_src
+        q_read = part(q_src, q_bytes, strided)
+    else:
+        q = b.activation(f"{name}.q_scaled", (bh, s.q_len, s.head_dim), q_src)
+        b.op(f"{name}.scale", "elementwise", [part(q_src, q_bytes, strided)], [q])
+        q_read = q
     scores = b.activation(f"{name}.scores", (bh, s.q_len, s.kv_len), q, k_src)
-    b.op(f"{name}.qk", "matmul", [q, part(k_src, kv_bytes, strided)], [scores],
+    b.op(f"{name}.qk", "matmul", [q_read, part(k_src, kv_bytes, strided)], [scores],
          s.bmm_flops(), Unit.MATRIX, math_dtype=md)
 
     def backward_qk() -> None:
         gs = b.grad_of(scores)
         if gs is None:
             return
-        gq = b.temporary(f"grad({q.name})", q.shape)
+        q_shape = (bh, s.q_len, s.head_dim)
+        gq = b.temporary(f"grad({name}.q_scaled)", q_shape)
         b.op(f"{name}.qk.grad_q", "matmul", [gs, part(k_src, kv_bytes, strided)], [gq],
              s.bmm_flops(), Unit.MATRIX, math_dtype=md)
         gk = b.temporary(f"grad({name}.k)", (bh, s.kv_len, s.head_dim))
-        b.op(f"{name}.qk.grad_k", "matmul", [gs, q], [gk], s.bmm_flops(), Unit.MATRIX,
+        b.op(f"{name}.qk.grad_k", "matmul", [gs, q_read], [gk], s.bmm_flops(), Unit.MATRIX,
              math_dtype=md)
-        gqs = b.temporary(f"grad({name}.q)", q.shape)
-        b.op(f"{name}.scale.backward", "elementwise", [gq], [gqs])
+        if eager:
+            gqs = gq
+        else:
+            gqs = b.temporary(f"grad({name}.q)", q_shape)
+            b.op(f"{name}.scale.backward", "elementwise", [gq], [gqs])
         # select/unbind backward: the q, k, v gradients are laid back into their sources
         grads = [b.new_grad(t) for t in srcs]
         b.op(f"{name}.grad_pack", "copy", [part(p, p.nbytes, strided) for p in [gqs, gk, *v_grads]],
@@ -367,6 +381,8 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
             b.accumulate(t, g)
 
     b.on_backward(backward_qk)
+    if eager:
+        scores = _eager_scale_and_mask(b, scores, s, name)
     probs_in = autocast_fp32(b, scores)
     probs = b.activation(f"{name}.probs", scores.shape, probs_in)
     b.op(f"{name}.softmax", "elementwise", [probs_in], [probs])
@@ -400,6 +416,26 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
 
     b.on_backward(backward_av)
     return out
+
+
+def _eager_scale_and_mask(b: TraceBuilder, scores: Tensor, s: AttentionShape,
+                          name: str) -> Tensor:
+    """scores / sqrt(head_dim), then the mask: torch.where with the (q_len, kv_len) causal mask
+    a decoder keeps as a bool buffer, or + the encoder's additive padding mask, one value per
+    batch row and key. Dividing by a constant and the where each run backward as one pass over
+    the gradient; an add hands its gradient on."""
+    scaled = b.activation(f"{name}.scaled", scores.shape, scores)
+    b.op(f"{name}.scale", "elementwise", [scores], [scaled])
+    _backward_to_input(b, scores, scaled, f"{name}.scale", "elementwise", lambda g: [g])
+    masked = b.activation(f"{name}.masked", scores.shape, scaled)
+    if s.causal:
+        mask = b.buffer(f"{name}.causal_mask", (1, 1, s.q_len, s.kv_len), dtype="bool")
+        b.op(f"{name}.mask", "elementwise", [mask, scaled], [masked])
+        _backward_to_input(b, scaled, masked, f"{name}.mask", "elementwise",
+                           lambda g: [mask, g])
+        return masked
+    pad = b.activation(f"{name}.padding_mask", (s.batch, 1, 1, s.kv_len), dtype=scores.dtype)
+    return _sum(b, scaled, pad, masked, f"{name}.mask")
 
 
 # --- losses ---------------------------------------------------------------------------------
