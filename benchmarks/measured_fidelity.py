@@ -7,12 +7,13 @@ norm) measured alone by NeuSight, each built as a one-kernel step and timed by t
 from a cool card, host dispatch included, as a lone measured kernel includes its own. End to
 end: Lambda's ResNet-50 training throughput on seven GDDR6 cards (step = batch / images per
 second) and NeuSight's L4 training steps (BERT-large at batch 2 and 8, GPT-2 large), forward
-and backward apart. Data and sources: benchmarks/measured/.
+and backward apart. Inference, apart from the training figures: NeuSight's fp32 forwards of
+BERT-large and GPT-2 large on the T4 and the L4. Data and sources: benchmarks/measured/.
 
 Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
 max absolute error as fractions of the measured time. `--json` prints
-{"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ...}, each with
-`cases`, `median_abs_error`, `p90_abs_error` and `max_abs_error`, and its `rows`.
+{"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ..., "inference": ...},
+each with `cases`, `median_abs_error`, `p90_abs_error` and `max_abs_error`, and its `rows`.
 
 Kernel cases are a seeded random sample of each file (`--sample`, per class; 0: every row).
 """
@@ -167,7 +168,8 @@ def lambda_rows(fidelity: str, cards: dict[str, str] | None = None) -> list[dict
 
 
 # NeuSight's L4 training steps (benchmarks/measured/l4_fp32_training_steps.csv): fp32, TF32
-# off, unfused attention, forward and backward timed apart, no optimizer step
+# off, Hugging Face's eager attention (its per-op rows show the scores divided and masked on
+# their own), forward and backward timed apart, no optimizer step
 L4_MODELS = {
     "bert-large": {"type": "encoder_only_transformer", "vocab_size": 30522, "n_layer": 24,
                    "d_model": 1024, "n_head": 16, "d_ff": 4096, "max_positions": 512,
@@ -184,7 +186,7 @@ def l4_step(model: str, batch: int, seq_len: int) -> dict:
             "data": {"batch_size": batch, "seq_len": seq_len},
             "training": {"dtype": "fp32", "loss": "cross_entropy",
                          "optimizer": {"type": "adamw"},
-                         "execution": {"attention": "math", "allow_tf32_matmul": False,
+                         "execution": {"attention": "eager", "allow_tf32_matmul": False,
                                        "allow_tf32_conv": False}}}
 
 
@@ -199,6 +201,32 @@ def l4_rows(fidelity: str) -> list[dict]:
             for phase, col in ((Phase.FORWARD, "forward_ms"), (Phase.BACKWARD, "backward_ms")):
                 out.append(_result(f"l4 {row['model']} {batch}x{seq} fp32 {phase.value}",
                                    est.phase(phase).time_s, float(row[col]) * MS))
+    return out
+
+
+# NeuSight's fp32 inference forwards on the T4 and the L4 (benchmarks/measured/
+# neusight_fp32_inference.csv): Hugging Face models in eval mode under no_grad, eager attention;
+# BERT-large as a sequence classifier, GPT-2 large as a causal LM without labels. Predicted as
+# the forward phase of the training workload without dropout, less what inference does not run
+# (the loss, and BERT's masked-LM head: its classifier head is a few small ops); a training
+# forward keeps activations for backward, which changes memory, not time.
+INFERENCE_SKIPS = {"bert-large": ("cls.", "loss."), "gpt2-large": ("loss.",)}
+
+
+def inference_rows(fidelity: str) -> list[dict]:
+    out = []
+    with (DATA / "neusight_fp32_inference.csv").open(newline="") as f:
+        for row in csv.DictReader(f):
+            model, batch, seq = row["model"], int(row["batch"]), int(row["seq_len"])
+            raw = l4_step(model, batch, seq)
+            raw["model"] = dict(raw["model"], dropout=0.0)
+            est = analyze(_workload(raw, model), load_hardware(row["hardware"]),
+                          fidelity=fidelity).estimate
+            skip = INFERENCE_SKIPS[model]
+            forward = sum(o.time_s for o in est.ops if o.op.phase is Phase.FORWARD
+                          and not o.op.name.startswith(skip))
+            out.append(_result(f"{row['hardware']} {model} {batch}x{seq} fp32 inference",
+                               forward, float(row["forward_ms"]) * MS))
     return out
 
 
@@ -228,6 +256,8 @@ def run(sample: int, fidelity: str, only: str | None) -> dict:
                           for kind in KERNELS}
     if only in (None, "end_to_end"):
         doc["end_to_end"] = summary(lambda_rows(fidelity) + l4_rows(fidelity))
+    if only in (None, "inference"):
+        doc["inference"] = summary(inference_rows(fidelity))
     return doc
 
 
@@ -242,7 +272,7 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=300,
                     help="kernel cases per class, a seeded sample (0: all; default 300)")
     ap.add_argument("--fidelity", default="sampled", choices=("analytic", "sampled", "cycle"))
-    ap.add_argument("--only", choices=("kernels", "end_to_end"))
+    ap.add_argument("--only", choices=("kernels", "end_to_end", "inference"))
     ap.add_argument("--json", action="store_true", help="print the JSON document")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -251,17 +281,21 @@ def main() -> int:
         json.dump(doc, sys.stdout, indent=1)
         print()
         return 0
-    if "end_to_end" in doc:
-        print(f"{'end-to-end case':<64} {'predicted ms':>12} {'measured ms':>12} {'error':>8}")
-        for r in doc["end_to_end"]["rows"]:
+    for part in ("end_to_end", "inference"):
+        if part not in doc:
+            continue
+        print(f"{part.replace('_', '-') + ' case':<64} {'predicted ms':>12} "
+              f"{'measured ms':>12} {'error':>8}")
+        for r in doc[part]["rows"]:
             print(f"{r['case']:<64} {r['predicted_ms']:>12.2f} {r['measured_ms']:>12.2f} "
                   f"{r['error']:>+8.1%}")
         print()
     print(f"summary ({args.fidelity} fidelity; errors as fractions of the measured time):")
     for kind, s in doc.get("kernels", {}).items():
         print(_line(kind, s))
-    if "end_to_end" in doc:
-        print(_line("end_to_end", doc["end_to_end"]))
+    for part in ("end_to_end", "inference"):
+        if part in doc:
+            print(_line(part, doc[part]))
     print(f"({time.perf_counter() - t0:.0f} s)")
     return 0
 

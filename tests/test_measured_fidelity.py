@@ -22,7 +22,7 @@ def harness():
 def test_the_json_document_has_every_class_and_its_errors(harness):
     doc = harness.run(sample=5, fidelity="analytic", only=None)
     assert set(doc["kernels"]) == {"gemm", "conv2d", "vector"}
-    for part in [*doc["kernels"].values(), doc["end_to_end"]]:
+    for part in [*doc["kernels"].values(), doc["end_to_end"], doc["inference"]]:
         errors = sorted(abs(r["error"]) for r in part["rows"])
         assert part["cases"] == len(part["rows"]) > 0
         assert part["max_abs_error"] == errors[-1]
@@ -32,6 +32,8 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
     assert doc["kernels"]["gemm"]["cases"] == 5
     # 7 cards' ResNet-50 (fp32 and AMP, one missing) and three L4 steps' two phases each
     assert doc["end_to_end"]["cases"] == 21
+    # BERT-large and GPT-2 large forwards, two batches each, on the T4 and the L4
+    assert doc["inference"]["cases"] == 8
 
 
 def test_a_case_is_the_step_it_names(harness):
@@ -70,3 +72,12 @@ def test_resnet50_steps_on_unseen_cards_hold_their_accuracy(harness):
     assert set(rows) == {"rtx-a4000 resnet50 fp32 batch 152", "a10 resnet50 amp batch 448"}
     for r in rows.values():
         assert abs(r["error"]) <= 0.15, r["case"]
+
+
+def test_l4_training_phases_hold_their_accuracy(harness):
+    """NeuSight's L4 phases with Hugging Face's eager attention: all too fast, by 37-48 % now
+    (the L4's file states no sustained clock); a change that loses more fails here."""
+    rows = harness.l4_rows("sampled")
+    assert len(rows) == 6
+    for r in rows:
+        assert -0.50 <= r["error"] < 0, r["case"]
