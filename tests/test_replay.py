@@ -374,6 +374,40 @@ def test_l2_reuse_between_consecutive_ops():
     assert l2.filter(_op(4, [big], [])).dram_read_bytes == big.nbytes  # too big to stay
 
 
+
+def test_an_ops_own_writes_evict_the_input_it_has_not_read_yet():
+    """LRU with write-allocate: an elementwise op reading a resident 3 MiB input and writing
+    3 MiB on a 4 MiB cache hits only until its writes have used the 1 MiB the rest of the
+    cache held, a third of the input; with room for both it hits all."""
+    x, y = _tensor(0, 3 << 18), _tensor(1, 3 << 18)    # 3 MiB each
+    l2 = L2Cache(4 << 20)
+    l2.filter(_op(0, [], [x]))                          # x written: resident
+    t = l2.filter(_op(1, [x], [y]))
+    assert t.dram_read_bytes == pytest.approx(x.nbytes * 2 / 3, rel=1e-6)
+    roomy = L2Cache(8 << 20)
+    roomy.filter(_op(0, [], [x]))
+    assert roomy.filter(_op(1, [x], [y])).dram_read_bytes == 0
+
+
+def test_an_in_place_op_reads_each_line_before_it_writes_it():
+    """Partly resident, the misses are the tail of the access in addresses as in time: no
+    line is written before the op has read it (the engine would forward such a read from
+    the queued write and the op would read for free)."""
+    x = _tensor(0, 3 << 18)
+    l2 = L2Cache(4 << 20)
+    l2.filter(_op(0, [], [x]))
+    op = Op(1, "op1", "elementwise", Phase.FORWARD, 0, (Access(x, x.nbytes),),
+            (Access(x, x.nbytes),), "fp32", Unit.VECTOR)
+    traffic = l2.filter(op)
+    assert 0 < traffic.dram_read_bytes < x.nbytes
+    reqs = OpRequests(1, traffic, np.zeros(1, np.int64), 1 << 30).between(0.0, 1.0)
+    first_write = {}
+    for i, (addr, w) in enumerate(zip(reqs.address.tolist(), reqs.is_write.tolist())):
+        if w:
+            first_write.setdefault(addr, i)
+        else:
+            assert addr not in first_write, "a line read after its write"
+
 def test_tiled_gemm_rereads_operands_that_do_not_fit():
     a, b, c = _tensor(0, 4096 * 4096), _tensor(1, 4096 * 4096), _tensor(2, 4096 * 4096)
     gemm = _op(0, [a, b], [c], kind="matmul", flops=2 * 4096 ** 3)

@@ -66,15 +66,18 @@ class OpRequests:
             first = i - i % period
             # where the access sits in its list and where its DRAM requests sit in the access,
             # in the op's own bytes (so lists stay in step whatever the L2 caught): an L2 hit
-            # is the head of the access; a tiled re-read spreads over it
+            # is the head of the access, in time and in addresses (the misses are its tail, so
+            # an op that writes in place still reads each line before it writes it); a tiled
+            # re-read spreads over it
             before = sum(sizes[first:i])
             head = max(a.access.nbytes - a.dram_bytes, 0)
+            skip = head // ACCESS_BYTES * ACCESS_BYTES
             step = ACCESS_BYTES * min(1.0, a.access.nbytes / a.dram_bytes)
             storage = a.access.tensor.storage
-            base = max(int(address_of[storage.id]), 0)
-            size = max(storage.nbytes // ACCESS_BYTES * ACCESS_BYTES, ACCESS_BYTES)
+            base = max(int(address_of[storage.id]), 0) + skip
+            size = max((storage.nbytes - skip) // ACCESS_BYTES * ACCESS_BYTES, ACCESS_BYTES)
             seed = (op_index << 20) ^ storage.id
-            self._parts.append((n, before + head, step, totals[i // period], base, size,
+            self._parts.append((n, before + skip, step, totals[i // period], base, size,
                                 a.access.pattern, int(a.is_write), seed))
 
     @property
