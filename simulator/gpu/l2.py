@@ -7,6 +7,14 @@ reach DRAM once each. A storage larger than the cache streams through it and lea
 reusable (an LRU scan evicts its own head before the next op reads it). On AMD cards the
 memory-side Infinity Cache counts as part of this capacity.
 
+An op's own allocations compete with what it reads. While it streams its inputs it allocates
+its outputs (and the input bytes that missed); those evict the least recently used lines
+first: whatever else the cache held, then the inputs' own oldest lines, which are the ones it
+reads next, and from there on every read misses. So the resident inputs are hit only until
+the op has allocated the room the rest of the cache held: a share min(1, room / allocated)
+of them. A 33.5 MB score matrix on a 48 MB L2 is two-fifths hit by the elementwise op that
+reads it and writes as much, not wholly.
+
 Within one tiled GEMM or convolution, operand tiles are re-read from DRAM when the operands do
 not fit: a blocked kernel whose tiles fill a third of the cache each moves at least
 2 x M x N x K / b elements, with b = sqrt(capacity / (3 x element size)) (the Hong-Kung bound
@@ -89,17 +97,30 @@ class L2Cache:
             _, evicted = self._resident.popitem(last=False)
             self._held -= evicted
 
+    def _hit_share(self, op: Op) -> float:
+        """The share of its resident input bytes an op reads before its own allocations
+        evict them (the module docstring)."""
+        inputs = {a.tensor.storage.id for a in op.reads}
+        held = sum(n for sid, n in self._resident.items() if sid in inputs)
+        read = sum(a.nbytes for a in op.reads)
+        resident = sum(min(self._resident.get(a.tensor.storage.id, 0), a.nbytes)
+                       for a in op.reads)
+        allocated = sum(a.nbytes for a in op.writes) + max(read - resident, 0)
+        room = self.capacity - held
+        return 1.0 if allocated <= room else max(room, 0) / allocated
+
     def filter(self, op: Op) -> OpTraffic:
         out = []
+        share = self._hit_share(op)
         seen: set[int] = set()  # a second pass over a storage the op just read (batch norm)
         for a in op.reads:
             sid = a.tensor.storage.id
             if sid in seen and a.tensor.storage.nbytes <= self.capacity:
-                hit = a.nbytes
+                hit = a.nbytes * share
             else:
-                hit = min(self._resident.get(sid, 0), a.nbytes)
+                hit = min(self._resident.get(sid, 0), a.nbytes) * share
             seen.add(sid)
-            out.append(AccessTraffic(a, a.nbytes - hit, False))
+            out.append(AccessTraffic(a, a.nbytes - int(hit), False))
         tiled = tiled_read_bytes(op, self.capacity)
         compulsory = sum(t.dram_bytes for t in out)
         if tiled > compulsory and compulsory:
