@@ -402,7 +402,8 @@ def test_an_in_place_op_reads_each_line_before_it_writes_it():
     assert 0 < traffic.dram_read_bytes < x.nbytes
     reqs = OpRequests(1, traffic, np.zeros(1, np.int64), 1 << 30).between(0.0, 1.0)
     first_write = {}
-    for i, (addr, w) in enumerate(zip(reqs.address.tolist(), reqs.is_write.tolist())):
+    for i, (addr, w) in enumerate(zip(reqs.address.tolist(), reqs.is_write.tolist(),
+                                      strict=True)):
         if w:
             first_write.setdefault(addr, i)
         else:
