@@ -22,7 +22,7 @@ def workloads(draw):
                  "n_kv_head": draw(st.sampled_from([h for h in (1, 2, 4) if heads % h == 0])),
                  "context": 16, "positions": draw(st.sampled_from(["learned", "rotary"])),
                  "norm": draw(st.sampled_from(["layernorm", "rmsnorm"])),
-                 "mlp": draw(st.sampled_from(["gelu", "swiglu"])),
+                 "mlp": draw(st.sampled_from(["gelu", "gelu_new", "swiglu"])),
                  "bias": draw(st.booleans()), "tie_embeddings": draw(st.booleans()),
                  "dropout": draw(st.sampled_from([0.0, 0.1]))}
         data = {"seq_len": draw(st.integers(1, 16))}

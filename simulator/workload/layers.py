@@ -197,6 +197,68 @@ def gelu(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
     return y
 
 
+
+def _scaled(b: TraceBuilder, x: Tensor, name: str, grad_kernel: bool = True) -> Tensor:
+    """x times (or plus) a Python number: one pass; its backward one pass over the gradient
+    (times the number), or none (plus: the gradient is handed on)."""
+    y = b.activation(f"{name}.out", x.shape, x)
+    b.op(name, "elementwise", [x], [y])
+    if grad_kernel:
+        _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy])
+    else:
+        def backward() -> None:
+            gy = b.grad_of(y)
+            if gy is not None:
+                b.accumulate(x, gy, share=True)
+        b.on_backward(backward)
+    return y
+
+
+def gelu_new(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
+    """GELU's tanh approximation as Hugging Face's NewGELUActivation writes it in Python (GPT-2's
+    default `activation_function`), each step a kernel of its own in eager PyTorch:
+    0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3))). Eight passes forward; in
+    backward x ** 3 costs three (x ** 2, times 3, times the gradient), tanh one (it reads its
+    output), the product two (one per factor), the additions none."""
+    half = _scaled(b, x, f"{name}.half")
+    cube = b.activation(f"{name}.cube.out", x.shape, x)
+    b.op(f"{name}.cube", "elementwise", [x], [cube])
+
+    def cube_backward() -> None:
+        g = b.grad_of(cube)
+        if g is None or not x.requires_grad:
+            return
+        sq = b.temporary(f"{name}.cube.backward.square", x.shape)
+        b.op(f"{name}.cube.backward.square", "elementwise", [x], [sq])
+        sq3 = b.temporary(f"{name}.cube.backward.times3", x.shape)
+        b.op(f"{name}.cube.backward.times3", "elementwise", [sq], [sq3])
+        gx = b.new_grad(x)
+        b.op(f"{name}.cube.backward", "elementwise", [g, sq3], [gx])
+        b.accumulate(x, gx)
+
+    b.on_backward(cube_backward)
+    inner = _scaled(b, cube, f"{name}.scale_cube")
+    total = add(b, x, inner, f"{name}.sum")
+    arg = _scaled(b, total, f"{name}.scale_sum")
+    t = b.activation(f"{name}.tanh.out", x.shape, arg)
+    b.op(f"{name}.tanh", "elementwise", [arg], [t])
+    _backward_to_input(b, arg, t, f"{name}.tanh", "elementwise", lambda g: [g, t])
+    one_plus = _scaled(b, t, f"{name}.one_plus", grad_kernel=False)
+    y = b.activation(f"{name}.out", x.shape, half, one_plus)
+    b.op(f"{name}.product", "elementwise", [half, one_plus], [y])
+
+    def product_backward() -> None:
+        g = b.grad_of(y)
+        if g is None:
+            return
+        for factor, other in ((half, one_plus), (one_plus, half)):
+            gf = b.new_grad(factor)
+            b.op(f"{name}.product.backward", "elementwise", [g, other], [gf])
+            b.accumulate(factor, gf)
+
+    b.on_backward(product_backward)
+    return y
+
 def add(b: TraceBuilder, x: Tensor, y: Tensor, name: str) -> Tensor:
     """A residual sum x + y into a new tensor."""
     return _sum(b, x, y, b.activation(f"{name}.out", x.shape, x, y), name)
