@@ -169,14 +169,15 @@ def lambda_rows(fidelity: str, cards: dict[str, str] | None = None) -> list[dict
 
 # NeuSight's L4 training steps (benchmarks/measured/l4_fp32_training_steps.csv): fp32, TF32
 # off, Hugging Face's eager attention (its per-op rows show the scores divided and masked on
-# their own), forward and backward timed apart, no optimizer step
+# their own) and GPT-2's gelu_new (its rows show the eight kernels), forward and backward timed
+# apart, no optimizer step
 L4_MODELS = {
     "bert-large": {"type": "encoder_only_transformer", "vocab_size": 30522, "n_layer": 24,
                    "d_model": 1024, "n_head": 16, "d_ff": 4096, "max_positions": 512,
                    "type_vocab_size": 2, "dropout": 0.1},
     "gpt2-large": {"type": "decoder_only_transformer", "vocab_size": 50257, "n_layer": 36,
                    "d_model": 1280, "n_head": 20, "context": 1024, "positions": "learned",
-                   "norm": "layernorm", "mlp": "gelu", "bias": True, "tie_embeddings": True,
+                   "norm": "layernorm", "mlp": "gelu_new", "bias": True, "tie_embeddings": True,
                    "dropout": 0.1},
 }
 
