@@ -182,19 +182,22 @@ def dropout(b: TraceBuilder, x: Tensor, p: float, name: str) -> Tensor:
     return y
 
 
-def relu(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
+def _pointwise(b: TraceBuilder, x: Tensor, name: str, saved: str) -> Tensor:
+    """y = f(x), one kernel; its backward one kernel reading grad(y) and what autograd saved
+    (`saved`: "input" or "output")."""
     y = b.activation(f"{name}.out", x.shape, x)
     b.op(name, "elementwise", [x], [y])
-    # threshold_backward reads the output
-    _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy, y])
+    _backward_to_input(b, x, y, name, "elementwise",
+                       lambda gy: [gy, x if saved == "input" else y])
     return y
+
+
+def relu(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
+    return _pointwise(b, x, name, "output")  # threshold_backward reads the output
 
 
 def gelu(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
-    y = b.activation(f"{name}.out", x.shape, x)
-    b.op(name, "elementwise", [x], [y])
-    _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy, x])  # reads the input
-    return y
+    return _pointwise(b, x, name, "input")
 
 
 
@@ -240,24 +243,29 @@ def gelu_new(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
     inner = _scaled(b, cube, f"{name}.scale_cube")
     total = add(b, x, inner, f"{name}.sum")
     arg = _scaled(b, total, f"{name}.scale_sum")
-    t = b.activation(f"{name}.tanh.out", x.shape, arg)
-    b.op(f"{name}.tanh", "elementwise", [arg], [t])
-    _backward_to_input(b, arg, t, f"{name}.tanh", "elementwise", lambda g: [g, t])
+    t = _pointwise(b, arg, f"{name}.tanh", "output")  # tanh_backward reads the output
     one_plus = _scaled(b, t, f"{name}.one_plus", grad_kernel=False)
-    y = b.activation(f"{name}.out", x.shape, half, one_plus)
-    b.op(f"{name}.product", "elementwise", [half, one_plus], [y])
+    return _product(b, half, one_plus, f"{name}.out", f"{name}.product")
 
-    def product_backward() -> None:
-        g = b.grad_of(y)
+
+def _product(b: TraceBuilder, x: Tensor, y: Tensor, out: str, name: str) -> Tensor:
+    """x * y elementwise; its backward, as eager PyTorch's MulBackward0, one kernel per factor
+    (grad times the other factor)."""
+    z = b.activation(out, x.shape, x, y)
+    b.op(name, "elementwise", [x, y], [z])
+
+    def backward() -> None:
+        g = b.grad_of(z)
         if g is None:
             return
-        for factor, other in ((half, one_plus), (one_plus, half)):
-            gf = b.new_grad(factor)
-            b.op(f"{name}.product.backward", "elementwise", [g, other], [gf])
-            b.accumulate(factor, gf)
+        for factor, other in ((x, y), (y, x)):
+            if factor.requires_grad:
+                gf = b.new_grad(factor)
+                b.op(f"{name}.backward", "elementwise", [g, other], [gf])
+                b.accumulate(factor, gf)
 
-    b.on_backward(product_backward)
-    return y
+    b.on_backward(backward)
+    return z
 
 def add(b: TraceBuilder, x: Tensor, y: Tensor, name: str) -> Tensor:
     """A residual sum x + y into a new tensor."""
@@ -600,21 +608,7 @@ def silu_mul(b: TraceBuilder, gate: Tensor, up: Tensor, name: str) -> Tensor:
     act = b.activation(f"{name}.silu", gate.shape, gate)
     b.op(f"{name}.silu", "elementwise", [gate], [act])
     _backward_to_input(b, gate, act, f"{name}.silu", "elementwise", lambda ga: [ga, gate])
-    y = b.activation(f"{name}.out", gate.shape, act, up)
-    b.op(f"{name}.mul", "elementwise", [act, up], [y])
-
-    def backward() -> None:
-        gy = b.grad_of(y)
-        if gy is None:
-            return
-        gu = b.new_grad(up)
-        ga = b.new_grad(act)
-        b.op(f"{name}.mul.backward", "elementwise", [gy, act, up], [ga, gu])
-        b.accumulate(up, gu)
-        b.accumulate(act, ga)
-
-    b.on_backward(backward)
-    return y
+    return _product(b, act, up, f"{name}.out", f"{name}.mul")
 
 
 # --- residual networks ----------------------------------------------------------------------
