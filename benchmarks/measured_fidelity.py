@@ -8,12 +8,15 @@ from a cool card, host dispatch included, as a lone measured kernel includes its
 end: Lambda's ResNet-50 training throughput on seven GDDR6 cards (step = batch / images per
 second) and NeuSight's L4 training steps (BERT-large at batch 2 and 8, GPT-2 large), forward
 and backward apart. Inference, apart from the training figures: NeuSight's fp32 forwards of
-BERT-large and GPT-2 large on the T4 and the L4. Data and sources: benchmarks/measured/.
+BERT-large and GPT-2 large on the T4 and the L4. Operators: the L4's BERT-large step at batch
+2 x 512 op by op (the first encoder layer, the embedding and the heads, forward), against the
+same ops in the replayed step. Data and sources: benchmarks/measured/.
 
 Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
 max absolute error as fractions of the measured time. `--json` prints
-{"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ..., "inference": ...},
-each with `cases`, `median_abs_error`, `p90_abs_error` and `max_abs_error`, and its `rows`.
+{"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ..., "inference": ...,
+"operators": ...}, each with `cases`, `median_abs_error`, `p90_abs_error` and
+`max_abs_error`, and its `rows`.
 
 Kernel cases are a seeded random sample of each file (`--sample`, per class; 0: every row).
 """
@@ -210,6 +213,58 @@ def l4_rows(fidelity: str) -> list[dict]:
     return out
 
 
+# NeuSight's L4 operators of that BERT-large step at batch 2 x 512 (benchmarks/measured/
+# l4_fp32_bert_large_train_512_2.csv: the embedding, the first encoder layer and the heads, each
+# op timed alone, forward): its kernels against the same ops in the replayed step, where each
+# runs hot and finds in the L2 what the op before left there. Host-only rows (views, sizes) and
+# ops the model folds into others are left out.
+L4_OPERATORS = {
+    "bert_embeddings_word_embeddings": "embeddings.word",
+    "add_2": "embeddings.sum_type",
+    "add_3": "embeddings.sum_pos",
+    "bert_embeddings_layer_norm": "embeddings.LayerNorm",
+    "bert_embeddings_dropout": "embeddings.dropout",
+    "bert_encoder_layer_0_attention_self_query": "layer.0.query",
+    "bert_encoder_layer_0_attention_self_key": "layer.0.key",
+    "bert_encoder_layer_0_attention_self_value": "layer.0.value",
+    "matmul": "layer.0.sdpa.qk",
+    "truediv": "layer.0.sdpa.scale",
+    "add_7": "layer.0.sdpa.mask",
+    "softmax": "layer.0.sdpa.softmax",
+    "bert_encoder_layer_0_attention_self_dropout": "layer.0.sdpa.dropout",
+    "matmul_1": "layer.0.sdpa.av",
+    "contiguous": "layer.0.heads_merge",
+    "bert_encoder_layer_0_attention_output_dense": "layer.0.attention.output",
+    "bert_encoder_layer_0_attention_output_dropout": "layer.0.attention.dropout",
+    "add_9": "layer.0.attention.residual",
+    "bert_encoder_layer_0_attention_output_layer_norm": "layer.0.attention.LayerNorm",
+    "bert_encoder_layer_0_intermediate_dense": "layer.0.intermediate",
+    "gelu": "layer.0.gelu",
+    "bert_encoder_layer_0_output_dense": "layer.0.output",
+    "bert_encoder_layer_0_output_dropout": "layer.0.dropout",
+    "add_10": "layer.0.residual",
+    "bert_encoder_layer_0_output_layer_norm": "layer.0.LayerNorm",
+    "cls_predictions_transform_dense": "cls.transform",
+    "gelu_1": "cls.gelu",
+    "cls_predictions_transform_layer_norm": "cls.LayerNorm",
+    "cls_predictions_decoder": "cls.decoder",
+}
+
+
+def l4_operator_rows(fidelity: str) -> list[dict]:
+    spec = _workload(l4_step("bert-large", 2, 512), "bert-large")
+    est = analyze(spec, load_hardware("l4"), fidelity=fidelity).estimate
+    predicted = {o.op.name: o.time_s for o in est.ops if o.op.phase is Phase.FORWARD}
+    out = []
+    with (DATA / "l4_fp32_bert_large_train_512_2.csv").open(newline="") as f:
+        for row in csv.DictReader(f):
+            ours = L4_OPERATORS.get(row["name"])
+            if ours is not None:
+                out.append(_result(f"l4 bert-large 2x512 {ours}",
+                                   predicted[ours], float(row["fw_latency_ms"]) * MS))
+    return out
+
+
 # NeuSight's fp32 inference forwards on the T4 and the L4 (benchmarks/measured/
 # neusight_fp32_inference.csv): Hugging Face models in eval mode under no_grad, eager attention;
 # BERT-large as a sequence classifier, GPT-2 large as a causal LM without labels. Predicted as
@@ -264,6 +319,8 @@ def run(sample: int, fidelity: str, only: str | None) -> dict:
         doc["end_to_end"] = summary(lambda_rows(fidelity) + l4_rows(fidelity))
     if only in (None, "inference"):
         doc["inference"] = summary(inference_rows(fidelity))
+    if only in (None, "operators"):
+        doc["operators"] = summary(l4_operator_rows(fidelity))
     return doc
 
 
@@ -278,7 +335,7 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=300,
                     help="kernel cases per class, a seeded sample (0: all; default 300)")
     ap.add_argument("--fidelity", default="sampled", choices=("analytic", "sampled", "cycle"))
-    ap.add_argument("--only", choices=("kernels", "end_to_end", "inference"))
+    ap.add_argument("--only", choices=("kernels", "end_to_end", "inference", "operators"))
     ap.add_argument("--json", action="store_true", help="print the JSON document")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -287,7 +344,7 @@ def main() -> int:
         json.dump(doc, sys.stdout, indent=1)
         print()
         return 0
-    for part in ("end_to_end", "inference"):
+    for part in ("end_to_end", "inference", "operators"):
         if part not in doc:
             continue
         print(f"{part.replace('_', '-') + ' case':<64} {'predicted ms':>12} "
@@ -299,7 +356,7 @@ def main() -> int:
     print(f"summary ({args.fidelity} fidelity; errors as fractions of the measured time):")
     for kind, s in doc.get("kernels", {}).items():
         print(_line(kind, s))
-    for part in ("end_to_end", "inference"):
+    for part in ("end_to_end", "inference", "operators"):
         if part in doc:
             print(_line(part, doc[part]))
     print(f"({time.perf_counter() - t0:.0f} s)")

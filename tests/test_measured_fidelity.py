@@ -22,7 +22,8 @@ def harness():
 def test_the_json_document_has_every_class_and_its_errors(harness):
     doc = harness.run(sample=5, fidelity="analytic", only=None)
     assert set(doc["kernels"]) == {"gemm", "conv2d", "vector"}
-    for part in [*doc["kernels"].values(), doc["end_to_end"], doc["inference"]]:
+    for part in [*doc["kernels"].values(), doc["end_to_end"], doc["inference"],
+                 doc["operators"]]:
         errors = sorted(abs(r["error"]) for r in part["rows"])
         assert part["cases"] == len(part["rows"]) > 0
         assert part["max_abs_error"] == errors[-1]
@@ -34,6 +35,8 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
     assert doc["end_to_end"]["cases"] == 21
     # BERT-large and GPT-2 large forwards, two batches each, on the T4 and the L4
     assert doc["inference"]["cases"] == 8
+    # the L4 BERT-large step's operators NeuSight timed that the model has a kernel for
+    assert doc["operators"]["cases"] == len(harness.L4_OPERATORS) == 29
 
 
 def test_a_case_is_the_step_it_names(harness):
