@@ -32,6 +32,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -194,17 +195,27 @@ def l4_step(model: str, batch: int, seq_len: int) -> dict:
                                        "allow_tf32_conv": False}}}
 
 
+@cache
+def l4_estimate(model: str, batch: int, seq_len: int, fidelity: str):
+    """One NeuSight L4 training step replayed (its phases and its operators both read it)."""
+    spec = _workload(l4_step(model, batch, seq_len), model)
+    return analyze(spec, load_hardware("l4"), fidelity=fidelity).estimate
+
+
+def _forward_without(est, prefixes: tuple[str, ...]) -> float:
+    """The forward phase's seconds less the ops whose names start with `prefixes`."""
+    return sum(o.time_s for o in est.ops
+               if o.op.phase is Phase.FORWARD and not o.op.name.startswith(prefixes))
+
+
 def l4_rows(fidelity: str) -> list[dict]:
     out = []
-    l4 = load_hardware("l4")
     with (DATA / "l4_fp32_training_steps.csv").open(newline="") as f:
         for row in csv.DictReader(f):
             batch, seq = int(row["batch"]), int(row["seq_len"])
-            spec = _workload(l4_step(row["model"], batch, seq), row["model"])
-            est = analyze(spec, l4, fidelity=fidelity).estimate
+            est = l4_estimate(row["model"], batch, seq, fidelity)
             # NeuSight times model(inputs) and loss.backward(): the loss's forward runs between
-            forward = sum(o.time_s for o in est.ops if o.op.phase is Phase.FORWARD
-                          and not o.op.name.startswith("loss."))
+            forward = _forward_without(est, ("loss.",))
             for phase, col, predicted in ((Phase.FORWARD, "forward_ms", forward),
                                           (Phase.BACKWARD, "backward_ms",
                                            est.phase(Phase.BACKWARD).time_s)):
@@ -252,8 +263,7 @@ L4_OPERATORS = {
 
 
 def l4_operator_rows(fidelity: str) -> list[dict]:
-    spec = _workload(l4_step("bert-large", 2, 512), "bert-large")
-    est = analyze(spec, load_hardware("l4"), fidelity=fidelity).estimate
+    est = l4_estimate("bert-large", 2, 512, fidelity)
     predicted = {o.op.name: o.time_s for o in est.ops if o.op.phase is Phase.FORWARD}
     out = []
     with (DATA / "l4_fp32_bert_large_train_512_2.csv").open(newline="") as f:
@@ -283,11 +293,9 @@ def inference_rows(fidelity: str) -> list[dict]:
             raw["model"] = dict(raw["model"], dropout=0.0)
             est = analyze(_workload(raw, model), load_hardware(row["hardware"]),
                           fidelity=fidelity).estimate
-            skip = INFERENCE_SKIPS[model]
-            forward = sum(o.time_s for o in est.ops if o.op.phase is Phase.FORWARD
-                          and not o.op.name.startswith(skip))
             out.append(_result(f"{row['hardware']} {model} {batch}x{seq} fp32 inference",
-                               forward, float(row["forward_ms"]) * MS))
+                               _forward_without(est, INFERENCE_SKIPS[model]),
+                               float(row["forward_ms"]) * MS))
     return out
 
 
@@ -307,6 +315,9 @@ def summary(rows: list[dict]) -> dict:
             "median_signed_error": statistics.median(r["error"] for r in rows) if rows
             else None,
             "rows": rows}
+
+
+STEP_PARTS = ("end_to_end", "inference", "operators")  # printed a row per case
 
 
 def run(sample: int, fidelity: str, only: str | None) -> dict:
@@ -335,7 +346,7 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=300,
                     help="kernel cases per class, a seeded sample (0: all; default 300)")
     ap.add_argument("--fidelity", default="sampled", choices=("analytic", "sampled", "cycle"))
-    ap.add_argument("--only", choices=("kernels", "end_to_end", "inference", "operators"))
+    ap.add_argument("--only", choices=("kernels", *STEP_PARTS))
     ap.add_argument("--json", action="store_true", help="print the JSON document")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -344,7 +355,7 @@ def main() -> int:
         json.dump(doc, sys.stdout, indent=1)
         print()
         return 0
-    for part in ("end_to_end", "inference", "operators"):
+    for part in STEP_PARTS:
         if part not in doc:
             continue
         print(f"{part.replace('_', '-') + ' case':<64} {'predicted ms':>12} "
@@ -356,7 +367,7 @@ def main() -> int:
     print(f"summary ({args.fidelity} fidelity; errors as fractions of the measured time):")
     for kind, s in doc.get("kernels", {}).items():
         print(_line(kind, s))
-    for part in ("end_to_end", "inference", "operators"):
+    for part in STEP_PARTS:
         if part in doc:
             print(_line(part, doc[part]))
     print(f"({time.perf_counter() - t0:.0f} s)")

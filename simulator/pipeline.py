@@ -123,7 +123,7 @@ def analyze(workload: WorkloadSpec | str | Path | Step,
     DRAM ceiling; `progress` shows a progress bar on long replays; `dram_memo` keeps sampled
     DRAM results for reuse by later calls, `share_shapes` lets ops of one traffic shape share
     windows (see replay.replay). A `Step` as the workload spares generating it again. `host`
-(a name, file or Host) adds the input pipeline feeding the GPU that step."""
+    (a name, file or Host) adds the input pipeline feeding the GPU that step."""
     step = workload if isinstance(workload, Step) else Step(workload)
     spec, trace = step.spec, step.trace
     if host is not None:

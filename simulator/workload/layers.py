@@ -200,7 +200,6 @@ def gelu(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
     return _pointwise(b, x, name, "input")
 
 
-
 def _scaled(b: TraceBuilder, x: Tensor, name: str, grad_kernel: bool = True) -> Tensor:
     """x times (or plus) a Python number: one pass; its backward one pass over the gradient
     (times the number), or none (plus: the gradient is handed on)."""
@@ -266,6 +265,7 @@ def _product(b: TraceBuilder, x: Tensor, y: Tensor, out: str, name: str) -> Tens
 
     b.on_backward(backward)
     return z
+
 
 def add(b: TraceBuilder, x: Tensor, y: Tensor, name: str) -> Tensor:
     """A residual sum x + y into a new tensor."""
@@ -494,9 +494,7 @@ def _eager_scale_and_mask(b: TraceBuilder, scores: Tensor, s: AttentionShape,
     a decoder keeps as a bool buffer, or + the encoder's additive padding mask, one value per
     batch row and key. Dividing by a constant and the where each run backward as one pass over
     the gradient; an add hands its gradient on."""
-    scaled = b.activation(f"{name}.scaled", scores.shape, scores)
-    b.op(f"{name}.scale", "elementwise", [scores], [scaled])
-    _backward_to_input(b, scores, scaled, f"{name}.scale", "elementwise", lambda g: [g])
+    scaled = _scaled(b, scores, f"{name}.scale")
     masked = b.activation(f"{name}.masked", scores.shape, scaled)
     if s.causal:
         mask = b.buffer(f"{name}.causal_mask", (1, 1, s.q_len, s.kv_len), dtype="bool")
