@@ -1,0 +1,81 @@
+"""The SM clock a card holds under a long GEMM, read off published torch.mm throughput.
+
+    python benchmarks/derive_sustained_clock.py
+
+A power-limited card's clock under load is rarely published. What is published, for many
+cards, is the throughput of square `torch.mm` products (benchmarks/measured/torch_mm_square.csv:
+10 warm-up and 30 timed calls per size). Where a run keeps the card busy for over a second, it
+runs at the clock the card holds under load; the GEMM library's kernel model
+(simulator/gpu/library.py, fitted on another card at a known clock) says what share of the
+peak such a GEMM reaches, so the measured FLOP/s over that give the clock, as a share of the
+boost clock's peak. Per card, the mean over those long runs of FP32 (CUDA-core) GEMMs is the
+sustained clock its hardware file states.
+
+Short runs (the card still cool) and the tensor-core rows are printed for comparison: a
+tensor-core GEMM draws less power per FLOP, and a card may hold a higher clock under it.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from simulator.config.hardware import load_hardware  # noqa: E402
+from simulator.gpu import library  # noqa: E402
+from simulator.gpu.compute import GemmShape, ceiling, gemm_plan  # noqa: E402
+from simulator.workload.trace import DTYPE_BYTES, Unit  # noqa: E402
+
+SQUARE_GEMMS = Path(__file__).resolve().parent / "measured" / "torch_mm_square.csv"
+CALLS = 10 + 30       # warm-up and timed calls per size (the source's test.py)
+LONG_RUN_S = 1.0      # runs at least this busy count as running hot
+STORAGE = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16"}
+
+
+def boost_share(row: dict) -> tuple[float, float]:
+    """(clock as a share of boost the measured FLOP/s need, seconds the run kept the card
+    busy)."""
+    hw = load_hardware(row["card"])
+    n, measured = int(row["size"]), float(row["tflops"]) * 1e12
+    c = ceiling(hw, Unit.MATRIX, row["dtype"])
+    fam = library.families()[library.family_of(c.key)]
+    plan, lib = gemm_plan(GemmShape(1, n, n, n), fam, hw.sm_count,
+                          DTYPE_BYTES[STORAGE[row["dtype"]]])
+    return measured / (c.flops_per_s * plan.efficiency * lib), CALLS * 2 * n**3 / measured
+
+
+def derive(rows: list[dict]) -> dict[str, float]:
+    """Per card, the mean boost share of its long FP32 runs."""
+    long_runs: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        share, busy_s = boost_share(r)
+        if r["dtype"] == "fp32" and busy_s >= LONG_RUN_S:
+            long_runs[r["card"]].append(share)
+    return {card: sum(s) / len(s) for card, s in long_runs.items()}
+
+
+def main() -> int:
+    with SQUARE_GEMMS.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    print(f"{'card':<10} {'dtype':<5} {'size':>6} {'TFLOP/s':>8} {'busy s':>7} "
+          f"{'clock share of boost':>21}")
+    for r in rows:
+        share, busy_s = boost_share(r)
+        print(f"{r['card']:<10} {r['dtype']:<5} {r['size']:>6} {float(r['tflops']):>8.2f} "
+              f"{busy_s:>7.2f} {share:>21.3f}")
+    print("\nsustained clock (mean share of the FP32 runs busy >= "
+          f"{LONG_RUN_S:g} s, times the boost clock):")
+    for card, share in derive(rows).items():
+        hw = load_hardware(card)
+        boost = hw.boost_clock_mhz
+        derived = f"{share * boost:.0f} MHz of {boost:.0f}" if boost else "boost not stated"
+        stated = f"{hw.sustained_clock_mhz:.0f} MHz" if hw.sustained_clock_mhz else "none"
+        print(f"  {card:<10} share {share:.3f}  {derived}  (file states {stated})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
