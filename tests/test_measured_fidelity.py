@@ -70,8 +70,9 @@ def test_kernel_classes_hold_their_measured_accuracy(harness):
 
 
 def test_resnet50_steps_on_unseen_cards_hold_their_accuracy(harness):
-    """Two of Lambda's ResNet-50 points on cards none of the coefficients came from: the RTX
-    A4000 (fp32, TF32 convolutions) and the A10 (AMP), within 15 % (-11.2 % and -6.8 % now)."""
+    """Two of Lambda's ResNet-50 points on cards none of the kernel coefficients came from: the
+    RTX A4000 (fp32, TF32 convolutions; its clock read off its own torch.mm runs, not its
+    steps) and the A10 (AMP), within 15 % (-1.6 % and -6.8 % now)."""
     rows = {r["case"].split(" (")[0]: r for r in harness.lambda_rows("sampled",
             cards={"rtx-a4000": "fp32", "a10": "amp"})}
     assert set(rows) == {"rtx-a4000 resnet50 fp32 batch 152", "a10 resnet50 amp batch 448"}
