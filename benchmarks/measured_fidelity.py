@@ -183,6 +183,16 @@ L4_MODELS = {
                    "d_model": 1280, "n_head": 20, "context": 1024, "positions": "learned",
                    "norm": "layernorm", "mlp": "gelu_new", "bias": True, "tie_embeddings": True,
                    "dropout": 0.1},
+    # NeuSight's "gpt3_xl" and "gpt3_27" (its scripts/asplos/data/DLmodel_configs/): Hugging
+    # Face's GPT2LMHeadModel at GPT-3 sizes, as it configured them
+    "gpt3-xl": {"type": "decoder_only_transformer", "vocab_size": 50257, "n_layer": 24,
+                "d_model": 3072, "n_head": 24, "context": 2048, "positions": "learned",
+                "norm": "layernorm", "mlp": "gelu_new", "bias": True, "tie_embeddings": True,
+                "dropout": 0.1},
+    "gpt3-2.7b": {"type": "decoder_only_transformer", "vocab_size": 50257, "n_layer": 32,
+                  "d_model": 2560, "n_head": 32, "context": 2048, "positions": "learned",
+                  "norm": "layernorm", "mlp": "gelu_new", "bias": True,
+                  "tie_embeddings": True, "dropout": 0.1},
 }
 
 
@@ -281,7 +291,8 @@ def l4_operator_rows(fidelity: str) -> list[dict]:
 # the forward phase of the training workload without dropout, less what inference does not run
 # (the loss, and BERT's masked-LM head: its classifier head is a few small ops); a training
 # forward keeps activations for backward, which changes memory, not time.
-INFERENCE_SKIPS = {"bert-large": ("cls.", "loss."), "gpt2-large": ("loss.",)}
+INFERENCE_SKIPS = {"bert-large": ("cls.", "loss."), "gpt2-large": ("loss.",),
+                   "gpt3-xl": ("loss.",), "gpt3-2.7b": ("loss.",)}
 
 
 def inference_rows(fidelity: str) -> list[dict]:

@@ -35,8 +35,9 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
     assert doc["kernels"]["gemm"]["cases"] == 5
     # 7 cards' ResNet-50 (fp32 and AMP, one missing) and three L4 steps' two phases each
     assert doc["end_to_end"]["cases"] == 21
-    # BERT-large and GPT-2 large forwards, two batches each, on the T4 and the L4
-    assert doc["inference"]["cases"] == 8
+    # BERT-large and GPT-2 large forwards, two batches each, on the T4 and the L4; NeuSight's
+    # GPT-3 XL and 2.7B configurations on the L4
+    assert doc["inference"]["cases"] == 10
     # the L4 BERT-large step's operators NeuSight timed that the model has a kernel for
     assert doc["operators"]["cases"] == len(harness.L4_OPERATORS) == 29
 
