@@ -9,7 +9,7 @@ op falls back to the next unit listed, and the report names the ceiling it used.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simulator.config.hardware import Hardware
 from simulator.errors import InputError
@@ -233,8 +233,13 @@ def conv_candidates(hw: Hardware, op: Op, clock_scale: float | None = None,
     out = []
     for unit, unit_peak, fam in units:
         for algo in conv_algorithms(op, shape, fam.name == "simt", costs):
-            plan, library = gemm_plan(algo.gemm, algo.family(fam, costs), hw.sm_count,
-                                      split_k=algo.split_k, tiles=CONV_TILES)
+            if algo.blocks is None:
+                plan, library = gemm_plan(algo.gemm, algo.family(fam, costs), hw.sm_count,
+                                          split_k=algo.split_k, tiles=CONV_TILES)
+            else:  # whole tiles of its own geometry: the useful share is the algorithm's
+                plan, library = gemm_plan(algo.blocks, algo.family(fam, costs), hw.sm_count,
+                                          split_k=False, tiles=CONV_TILES[:1])
+                plan = replace(plan, tile_efficiency=algo.flops / algo.blocks.flops)
             fixed_s = algo.transform_bytes / hw.peak_bandwidth_Bps + \
                 algo.kernels * costs.kernel_us * 1e-6
             time_s = algo.flops / (unit_peak * plan.efficiency * library) + fixed_s

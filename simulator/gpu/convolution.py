@@ -11,8 +11,12 @@ with the ones below, each a GEMM through the library's kernel family (gpu/librar
   128 x 128, 64 or 32 (CONV_TILES, the sizes in cuDNN's kernel names: scudnn_128x64_...);
 - Winograd F(2x2, 3x3), fused (CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD): for a 3x3, stride-1
   forward or data gradient. Each 2x2 output tile comes from a 4x4 input tile; 16 products of
-  (batch x tiles) x C_out x C_in, 2.25x fewer multiplies than direct. A block keeps its tiles
-  through all 16 in shared memory, so its grid is tiles x C_out, a GEMM whose K runs 16 x C_in;
+  (batch x tiles) x C_out x C_in, 2.25x fewer multiplies than direct. cuDNN's kernel
+  (scudnn_winograd_128x128) keeps a block's tiles through all 16 in shared memory: one block
+  per 8 x 16 output pixels of one image and 32 output channels (its grid, as NeuSight's T4
+  profiles record it, is batch x ceil(C_out / 32) by ceil(P / 8) by ceil(Q / 16)), 32 tiles x
+  16 points x 32 channels = a 128 x 128 tile whose K runs C_in. Few output channels or small
+  images leave most of a block idle;
 - Winograd F(4x4, 3x3), non-fused (..._WINOGRAD_NONFUSED): 36 independent GEMMs of
   (batch x 4x4 tiles) x C_out x C_in, 4x fewer multiplies, but the transformed input, filter
   and output go through memory (written, then read), in four kernels (data, filter and output
@@ -38,6 +42,10 @@ from simulator.gpu.library import ConvCosts, GemmShape, KernelFamily
 from simulator.workload.trace import DTYPE_BYTES, Op
 
 CONV_TILES = ((128, 128), (128, 64), (128, 32))
+# The fused Winograd kernel's block: 8 x 16 output pixels (32 tiles of 2 x 2) of one image by
+# 32 output channels, over 16 points: 128 x 128 outputs of its GEMMs
+FUSED_WINOGRAD_TILE = 128
+FUSED_WINOGRAD_CHANNELS = 32
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,8 @@ class ConvAlgorithm:
     main_loop: float = 1.0    # its kernel's main loop against a plain GEMM's (ConvCosts)
     split_k: bool = False     # K split across blocks when the output has too few tiles
     kernels: int = 1          # kernels it launches (each costs ConvCosts.kernel_us)
+    blocks: GemmShape | None = None  # whole 128 x 128 tiles it launches, where its own
+    # geometry pads the work (the fused Winograd kernel); None: `gemm` through CONV_TILES
 
     def family(self, gemm_family: KernelFamily, costs: ConvCosts) -> KernelFamily:
         """The GEMM family with this algorithm's own losses (gpu/library.py ConvCosts)."""
@@ -56,8 +66,7 @@ class ConvAlgorithm:
 
     @property
     def flops(self) -> int:
-        g = self.gemm
-        return 2 * g.batch * g.m * g.n * g.k
+        return self.gemm.flops
 
 
 def is_weight_grad(op: Op) -> bool:
@@ -111,8 +120,10 @@ def conv_algorithms(op: Op, implicit: GemmShape, simt: bool,
     n, c_in, c_out, p, q = geometry
     elem = DTYPE_BYTES[op.reads[0].tensor.dtype]
     tiles2 = n * math.ceil(p / 2) * math.ceil(q / 2)
+    blocks = GemmShape(1, n * math.ceil(p / 8) * math.ceil(q / 16) * FUSED_WINOGRAD_TILE,
+                       math.ceil(c_out / FUSED_WINOGRAD_CHANNELS) * FUSED_WINOGRAD_TILE, c_in)
     out.append(ConvAlgorithm("winograd_fused_2x2", GemmShape(1, tiles2, c_out, 16 * c_in),
-                             main_loop=costs.winograd_fused))
+                             main_loop=costs.winograd_fused, blocks=blocks))
     tiles4 = n * math.ceil(p / 4) * math.ceil(q / 4)
     moved = 2 * 36 * (tiles4 * c_in + tiles4 * c_out + c_in * c_out) * elem
     out.append(ConvAlgorithm("winograd_nonfused_4x4", GemmShape(36, tiles4, c_out, c_in),

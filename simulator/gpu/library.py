@@ -47,6 +47,10 @@ class GemmShape:
     n: int
     k: int
 
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.m * self.n * self.k
+
 
 @dataclass(frozen=True)
 class KernelFamily:
