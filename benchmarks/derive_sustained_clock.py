@@ -23,6 +23,9 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, the fit script
+
+from fit_library_efficiency import MATH  # noqa: E402  (measured dtype -> math, storage)
 
 from simulator.config.hardware import load_hardware  # noqa: E402
 from simulator.gpu import library  # noqa: E402
@@ -32,7 +35,6 @@ from simulator.workload.trace import DTYPE_BYTES, Unit  # noqa: E402
 SQUARE_GEMMS = Path(__file__).resolve().parent / "measured" / "torch_mm_square.csv"
 CALLS = 10 + 30       # warm-up and timed calls per size (the source's test.py)
 LONG_RUN_S = 1.0      # runs at least this busy count as running hot
-STORAGE = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16"}
 
 
 def boost_share(row: dict) -> tuple[float, float]:
@@ -40,18 +42,23 @@ def boost_share(row: dict) -> tuple[float, float]:
     busy)."""
     hw = load_hardware(row["card"])
     n, measured = int(row["size"]), float(row["tflops"]) * 1e12
-    c = ceiling(hw, Unit.MATRIX, row["dtype"])
-    fam = library.families()[library.family_of(c.key)]
-    plan, lib = gemm_plan(GemmShape(1, n, n, n), fam, hw.sm_count,
-                          DTYPE_BYTES[STORAGE[row["dtype"]]])
-    return measured / (c.flops_per_s * plan.efficiency * lib), CALLS * 2 * n**3 / measured
+    math_dtype, storage = MATH[row["dtype"]]
+    c = ceiling(hw, Unit.MATRIX, math_dtype)
+    shape = GemmShape(1, n, n, n)
+    plan, lib = gemm_plan(shape, library.kernel_family(c.key), hw.sm_count,
+                          DTYPE_BYTES[storage])
+    return measured / (c.flops_per_s * plan.efficiency * lib), CALLS * shape.flops / measured
 
 
-def derive(rows: list[dict]) -> dict[str, float]:
+def measure(rows: list[dict]) -> list[tuple[dict, float, float]]:
+    """Each row with its boost share and busy seconds (boost_share)."""
+    return [(r, *boost_share(r)) for r in rows]
+
+
+def derive(measured: list[tuple[dict, float, float]]) -> dict[str, float]:
     """Per card, the mean boost share of its long FP32 runs."""
     long_runs: dict[str, list[float]] = defaultdict(list)
-    for r in rows:
-        share, busy_s = boost_share(r)
+    for r, share, busy_s in measured:
         if r["dtype"] == "fp32" and busy_s >= LONG_RUN_S:
             long_runs[r["card"]].append(share)
     return {card: sum(s) / len(s) for card, s in long_runs.items()}
@@ -59,16 +66,15 @@ def derive(rows: list[dict]) -> dict[str, float]:
 
 def main() -> int:
     with SQUARE_GEMMS.open(newline="") as f:
-        rows = list(csv.DictReader(f))
+        measured = measure(list(csv.DictReader(f)))
     print(f"{'card':<10} {'dtype':<5} {'size':>6} {'TFLOP/s':>8} {'busy s':>7} "
           f"{'clock share of boost':>21}")
-    for r in rows:
-        share, busy_s = boost_share(r)
+    for r, share, busy_s in measured:
         print(f"{r['card']:<10} {r['dtype']:<5} {r['size']:>6} {float(r['tflops']):>8.2f} "
               f"{busy_s:>7.2f} {share:>21.3f}")
     print("\nsustained clock (mean share of the FP32 runs busy >= "
           f"{LONG_RUN_S:g} s, times the boost clock):")
-    for card, share in derive(rows).items():
+    for card, share in derive(measured).items():
         hw = load_hardware(card)
         boost = hw.boost_clock_mhz
         derived = f"{share * boost:.0f} MHz of {boost:.0f}" if boost else "boost not stated"

@@ -81,7 +81,8 @@ def gemm_case(hw: Hardware, row: dict, math_dtype: str, dtype: str) -> dict | No
     if compute_s < (FLOOR_MULTIPLE - 1) * host_s or memory_s > MEMORY_SHARE * compute_s:
         return None
     c = ceiling(hw, Unit.MATRIX, math_dtype)
-    return dict(shape=GemmShape(b, m, n, k), flops=2 * b * m * n * k, element_bytes=elem,
+    shape = GemmShape(b, m, n, k)
+    return dict(shape=shape, flops=shape.flops, element_bytes=elem,
                 peak=c.flops_per_s, family=library.family_of(c.key), compute_s=compute_s)
 
 

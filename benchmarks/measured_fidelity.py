@@ -175,24 +175,19 @@ def lambda_rows(fidelity: str, cards: dict[str, str] | None = None) -> list[dict
 # off, Hugging Face's eager attention (its per-op rows show the scores divided and masked on
 # their own) and GPT-2's gelu_new (its rows show the eight kernels), forward and backward timed
 # apart, no optimizer step
+GPT2_LARGE = {"type": "decoder_only_transformer", "vocab_size": 50257, "n_layer": 36,
+              "d_model": 1280, "n_head": 20, "context": 1024, "positions": "learned",
+              "norm": "layernorm", "mlp": "gelu_new", "bias": True, "tie_embeddings": True,
+              "dropout": 0.1}
 L4_MODELS = {
     "bert-large": {"type": "encoder_only_transformer", "vocab_size": 30522, "n_layer": 24,
                    "d_model": 1024, "n_head": 16, "d_ff": 4096, "max_positions": 512,
                    "type_vocab_size": 2, "dropout": 0.1},
-    "gpt2-large": {"type": "decoder_only_transformer", "vocab_size": 50257, "n_layer": 36,
-                   "d_model": 1280, "n_head": 20, "context": 1024, "positions": "learned",
-                   "norm": "layernorm", "mlp": "gelu_new", "bias": True, "tie_embeddings": True,
-                   "dropout": 0.1},
+    "gpt2-large": GPT2_LARGE,
     # NeuSight's "gpt3_xl" and "gpt3_27" (its scripts/asplos/data/DLmodel_configs/): Hugging
     # Face's GPT2LMHeadModel at GPT-3 sizes, as it configured them
-    "gpt3-xl": {"type": "decoder_only_transformer", "vocab_size": 50257, "n_layer": 24,
-                "d_model": 3072, "n_head": 24, "context": 2048, "positions": "learned",
-                "norm": "layernorm", "mlp": "gelu_new", "bias": True, "tie_embeddings": True,
-                "dropout": 0.1},
-    "gpt3-2.7b": {"type": "decoder_only_transformer", "vocab_size": 50257, "n_layer": 32,
-                  "d_model": 2560, "n_head": 32, "context": 2048, "positions": "learned",
-                  "norm": "layernorm", "mlp": "gelu_new", "bias": True,
-                  "tie_embeddings": True, "dropout": 0.1},
+    "gpt3-xl": GPT2_LARGE | {"n_layer": 24, "d_model": 3072, "n_head": 24, "context": 2048},
+    "gpt3-2.7b": GPT2_LARGE | {"n_layer": 32, "d_model": 2560, "n_head": 32, "context": 2048},
 }
 
 
@@ -291,8 +286,7 @@ def l4_operator_rows(fidelity: str) -> list[dict]:
 # the forward phase of the training workload without dropout, less what inference does not run
 # (the loss, and BERT's masked-LM head: its classifier head is a few small ops); a training
 # forward keeps activations for backward, which changes memory, not time.
-INFERENCE_SKIPS = {"bert-large": ("cls.", "loss."), "gpt2-large": ("loss.",),
-                   "gpt3-xl": ("loss.",), "gpt3-2.7b": ("loss.",)}
+INFERENCE_SKIPS = {"bert-large": ("cls.", "loss.")}  # the rest skip the loss alone
 
 
 def inference_rows(fidelity: str) -> list[dict]:
@@ -305,7 +299,7 @@ def inference_rows(fidelity: str) -> list[dict]:
             est = analyze(_workload(raw, model), load_hardware(row["hardware"]),
                           fidelity=fidelity).estimate
             out.append(_result(f"{row['hardware']} {model} {batch}x{seq} fp32 inference",
-                               _forward_without(est, INFERENCE_SKIPS[model]),
+                               _forward_without(est, INFERENCE_SKIPS.get(model, ("loss.",))),
                                float(row["forward_ms"]) * MS))
     return out
 

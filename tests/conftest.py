@@ -1,4 +1,6 @@
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,3 +25,12 @@ def write_json(tmp_path):
 
 def load_doc(path: Path) -> dict:
     return json.loads(path.read_text())
+
+
+def load_benchmark(name: str):
+    """A script of benchmarks/ as a module (registered, so its sibling imports find it)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

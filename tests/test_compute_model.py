@@ -2,12 +2,10 @@
 convolution algorithms, the host's per-op dispatch, and how the replay reports them."""
 
 import dataclasses
-import importlib.util
 import json
-import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, load_benchmark
 
 from simulator.config.hardware import load_hardware
 from simulator.config.workload import Execution
@@ -97,11 +95,7 @@ def test_analytic_keeps_the_datasheet_peak(t4):
 def test_library_coefficients_are_what_the_fit_script_writes():
     """simulator/gpu/library_efficiency.json comes from benchmarks/fit_library_efficiency.py
     on the shipped kernel data: refitting reproduces it."""
-    path = REPO / "benchmarks" / "fit_library_efficiency.py"
-    spec = importlib.util.spec_from_file_location("fit_library_efficiency", path)
-    fit = importlib.util.module_from_spec(spec)
-    sys.modules["fit_library_efficiency"] = fit
-    spec.loader.exec_module(fit)
+    fit = load_benchmark("fit_library_efficiency")
     shipped = json.loads(library.COEFFICIENTS.read_text())
     h200 = load_hardware("h200")
     for name, rows in fit.h200_cases(h200).items():

@@ -1,11 +1,9 @@
 """benchmarks/measured_fidelity.py: its JSON contract, and that each case is what it names."""
 
 import csv
-import importlib.util
-import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, load_benchmark
 
 from simulator.config.hardware import load_hardware
 from simulator.pipeline import analyze
@@ -13,12 +11,7 @@ from simulator.pipeline import analyze
 
 @pytest.fixture(scope="module")
 def harness():
-    path = REPO / "benchmarks" / "measured_fidelity.py"
-    spec = importlib.util.spec_from_file_location("measured_fidelity", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["measured_fidelity"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("measured_fidelity")
 
 
 def test_the_json_document_has_every_class_and_its_errors(harness):
@@ -93,12 +86,9 @@ def test_l4_training_phases_hold_their_accuracy(harness):
 def test_the_l4s_sustained_clock_is_what_its_source_gives():
     """hardware/l4.json states the clock benchmarks/derive_sustained_clock.py reads off the
     published torch.mm runs: a change to the kernel model or the data moves both or fails."""
-    path = REPO / "benchmarks" / "derive_sustained_clock.py"
-    spec = importlib.util.spec_from_file_location("derive_sustained_clock", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("derive_sustained_clock")
     with module.SQUARE_GEMMS.open(newline="") as f:
-        shares = module.derive(list(csv.DictReader(f)))
+        shares = module.derive(module.measure(list(csv.DictReader(f))))
     hw = load_hardware("l4")
     assert hw.sustained_clock_mhz == pytest.approx(shares["l4"] * hw.boost_clock_mhz, rel=0.01)
     assert 0.45 < shares["l4"] < 0.55  # power-limited: about half its boost clock

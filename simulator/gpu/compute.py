@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from simulator.config.hardware import Hardware
 from simulator.errors import InputError
 from simulator.gpu.clocks import clocks
-from simulator.gpu.convolution import CONV_TILES, conv_algorithms, is_weight_grad
+from simulator.gpu.convolution import conv_algorithms, is_weight_grad
 from simulator.gpu.library import (
     ConvCosts,
     GemmShape,
@@ -233,13 +233,11 @@ def conv_candidates(hw: Hardware, op: Op, clock_scale: float | None = None,
     out = []
     for unit, unit_peak, fam in units:
         for algo in conv_algorithms(op, shape, fam.name == "simt", costs):
-            if algo.blocks is None:
-                plan, library = gemm_plan(algo.gemm, algo.family(fam, costs), hw.sm_count,
-                                          split_k=algo.split_k, tiles=CONV_TILES)
-            else:  # whole tiles of its own geometry: the useful share is the algorithm's
-                plan, library = gemm_plan(algo.blocks, algo.family(fam, costs), hw.sm_count,
-                                          split_k=False, tiles=CONV_TILES[:1])
-                plan = replace(plan, tile_efficiency=algo.flops / algo.blocks.flops)
+            gemm, tiles = algo.launched
+            plan, library = gemm_plan(gemm, algo.family(fam, costs), hw.sm_count,
+                                      split_k=algo.split_k, tiles=tiles)
+            if algo.blocks is not None:  # whole blocks: the useful share is its own
+                plan = replace(plan, tile_efficiency=algo.flops / gemm.flops)
             fixed_s = algo.transform_bytes / hw.peak_bandwidth_Bps + \
                 algo.kernels * costs.kernel_us * 1e-6
             time_s = algo.flops / (unit_peak * plan.efficiency * library) + fixed_s

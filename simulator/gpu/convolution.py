@@ -68,6 +68,14 @@ class ConvAlgorithm:
     def flops(self) -> int:
         return self.gemm.flops
 
+    @property
+    def launched(self) -> tuple[GemmShape, tuple[tuple[int, int], ...]]:
+        """The GEMM its kernel runs and the tiles it may run it in: its own whole blocks where
+        it has them, else the useful GEMM through CONV_TILES."""
+        if self.blocks is None:
+            return self.gemm, CONV_TILES
+        return self.blocks, ((FUSED_WINOGRAD_TILE, FUSED_WINOGRAD_TILE),)
+
 
 def is_weight_grad(op: Op) -> bool:
     """A convolution's weight gradient: it reads the output gradient (N, C_out, P, Q) and the
