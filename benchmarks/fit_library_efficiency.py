@@ -13,8 +13,9 @@ soft-L1 loss on log time ratios) finds `mainloop`, `k_overhead`, `unaligned` and
 
 Convolutions: with the families fixed, NeuSight's FP32 convolution forwards on a V100 PCIe
 (benchmarks/measured/v100_fp32_conv2d.csv, 3x3 stride 1, the same generator as the T4's)
-fit gpu/library.py's ConvCosts (the operand gather per tile, the Winograd kernels' main
-loops) the same way, each case the longer of its arithmetic (cuDNN's fastest algorithm:
+fit gpu/library.py's ConvCosts (cuDNN's own per-tile overhead, the Winograd kernels' main
+loops, the share of the DRAM peak their transform kernels reach, a fixed time per kernel)
+the same way, each case the longer of its arithmetic (cuDNN's fastest algorithm:
 gpu/convolution.py) and its operands at the DRAM's peak, the V100 at its boost clock (it
 states no sustained one, and a lone kernel starts cool).
 
@@ -129,8 +130,9 @@ V100_CONVS = MEASURED / "v100_fp32_conv2d.csv"
 # the 5th percentile of their lone `add` times (scripts/asplos/data/dataset/train/collect/
 # add/p2.1.0/, 1,750 cases each), 32.2 and 25.9 us
 V100_HOST_SCALE = 32.2 / 25.9
-CONV_PARAMETERS = (("k_overhead", 0.0, 2048.0, 64.0), ("winograd_fused", 0.1, 1.5, 0.8),
-                   ("winograd_nonfused", 0.1, 1.5, 0.8), ("kernel_us", 0.0, 200.0, 10.0))
+CONV_PARAMETERS = (("k_overhead", 0.0, 2048.0, 27.0), ("winograd_fused", 0.1, 1.5, 1.0),
+                   ("winograd_nonfused", 0.1, 1.5, 1.0), ("transform_bandwidth", 0.05, 1.0, 0.6),
+                   ("kernel_us", 0.0, 200.0, 5.0))
 
 
 def conv_cases(hw: Hardware) -> list[dict]:

@@ -106,7 +106,7 @@ def test_library_coefficients_are_what_the_fit_script_writes():
         assert median == pytest.approx(shipped["families"][name]["median_abs_error"], abs=0.01)
     v100 = load_hardware("v100-pcie-32gb")
     costs, median, _ = fit.fit_conv(fit.conv_cases(v100), v100)
-    for key in ("k_overhead", "winograd_fused", "winograd_nonfused", "kernel_us"):
+    for key in library.CONV_COST_KEYS:
         assert getattr(costs, key) == pytest.approx(shipped["convolution"][key], rel=0.02,
                                                     abs=0.01), key
     assert median == pytest.approx(shipped["convolution"]["median_abs_error"], abs=0.01)
@@ -150,6 +150,26 @@ def test_winograd_is_a_candidate_for_fp32_3x3_stride_1_convolutions_only(t4):
     op = _conv(c_in=256, c_out=256).ops[0]
     kc = kernel_compute(t4, op)
     assert kc.algorithm.startswith("winograd")
+
+
+def test_the_winograd_transforms_run_as_kernels_of_their_own():
+    """Fused: a kernel turns the 3x3 filters into 4x4 ones (read 9, write 16 floats each);
+    non-fused: three transform kernels around a cuBLAS SGEMM, which keeps cuBLAS's tiles and
+    per-tile overhead where cuDNN's own kernels have theirs."""
+    costs = library.conv_costs()
+    n, c, size = 16, 64, 8  # _conv's batch
+    op = _conv(c_in=c, c_out=c, size=size).ops[0]
+    algos = {a.name: a for a in conv_algorithms(op, GemmShape(1, 1, 1, 1), True, costs)}
+    fused, nonfused = algos["winograd_fused_2x2"], algos["winograd_nonfused_4x4"]
+    assert (algos["implicit_gemm"].kernels, fused.kernels, nonfused.kernels) == (2, 2, 4)
+    assert fused.transform_bytes == (9 + 16) * c * c * 4
+    tiles = n * (size // 4) ** 2
+    image = n * c * size * size
+    assert nonfused.transform_bytes == 4 * (2 * image + 2 * 36 * tiles * c + 45 * c * c)
+    simt = library.families()["simt"]
+    assert nonfused.family(simt, costs).k_overhead == simt.k_overhead
+    assert fused.family(simt, costs).k_overhead == costs.k_overhead
+    assert nonfused.launched[1] == library.TILES and fused.launched[1] != library.TILES
 
 
 def test_the_weight_gradient_is_told_by_its_shapes_under_autocast_too():

@@ -16,6 +16,7 @@ from simulator.errors import InputError
 from simulator.gpu.clocks import clocks
 from simulator.gpu.convolution import conv_algorithms, is_weight_grad
 from simulator.gpu.library import (
+    TILES,
     ConvCosts,
     GemmShape,
     KernelFamily,
@@ -78,10 +79,6 @@ def op_ceiling(hw: Hardware, op: Op) -> Ceiling:
 # compute.kernel_launch_overhead_us.
 DEFAULT_KERNEL_LAUNCH_OVERHEAD_US = 2.0
 
-# Output tiles (M x N) of one thread block the GEMM libraries choose among, largest first; the
-# library picks the one that finishes first. cuBLAS also has narrower ones (128x32, 32x32),
-# left out: how much slower per SM they run is not known well enough to model.
-TILES = ((128, 128), (128, 64), (64, 64))
 # Split-K: when the output has too few tiles to fill the SMs, the K loop is split across blocks
 # (then summed), each part at least this long.
 MIN_SPLIT_K = 128
@@ -238,8 +235,8 @@ def conv_candidates(hw: Hardware, op: Op, clock_scale: float | None = None,
                                       split_k=algo.split_k, tiles=tiles)
             if algo.blocks is not None:  # whole blocks: the useful share is its own
                 plan = replace(plan, tile_efficiency=algo.flops / gemm.flops)
-            fixed_s = algo.transform_bytes / hw.peak_bandwidth_Bps + \
-                algo.kernels * costs.kernel_us * 1e-6
+            fixed_s = algo.transform_bytes / (hw.peak_bandwidth_Bps * costs.transform_bandwidth) \
+                + algo.kernels * costs.kernel_us * 1e-6
             time_s = algo.flops / (unit_peak * plan.efficiency * library) + fixed_s
             out.append(KernelCompute(unit, time_s, plan.tile_efficiency, plan.wave_efficiency,
                                      library, algo.name, fixed_s))

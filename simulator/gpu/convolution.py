@@ -8,7 +8,8 @@ with the ones below, each a GEMM through the library's kernel family (gpu/librar
   K = input channels x kernel area (weight gradient: M = output channels, N = the rest of the
   weight), gathering its operands on the fly; split along K only for the weight gradient
   (whose K, batch x output pixels, is long and whose output is small); output tiles of
-  128 x 128, 64 or 32 (CONV_TILES, the sizes in cuDNN's kernel names: scudnn_128x64_...);
+  128 x 128, 64 or 32 (CONV_TILES, the sizes in cuDNN's kernel names: scudnn_128x64_...),
+  after a small kernel that computes the gather's offsets (computeOffsetsKernel);
 - Winograd F(2x2, 3x3), fused (CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD): for a 3x3, stride-1
   forward or data gradient. Each 2x2 output tile comes from a 4x4 input tile; 16 products of
   (batch x tiles) x C_out x C_in, 2.25x fewer multiplies than direct. cuDNN's kernel
@@ -16,12 +17,17 @@ with the ones below, each a GEMM through the library's kernel family (gpu/librar
   per 8 x 16 output pixels of one image and 32 output channels (its grid, as NeuSight's T4
   profiles record it, is batch x ceil(C_out / 32) by ceil(P / 8) by ceil(Q / 16)), 32 tiles x
   16 points x 32 channels = a 128 x 128 tile whose K runs C_in. Few output channels or small
-  images leave most of a block idle;
+  images leave most of a block idle. A kernel before it (generateWinogradTilesKernel) turns
+  the 3x3 filters into 4x4 ones through DRAM, which decides small-batch, many-channel cases;
 - Winograd F(4x4, 3x3), non-fused (..._WINOGRAD_NONFUSED): 36 independent GEMMs of
   (batch x 4x4 tiles) x C_out x C_in, 4x fewer multiplies, but the transformed input, filter
   and output go through memory (written, then read), in four kernels (data, filter and output
   transforms beside the GEMM, as NeuSight's profiles list them): worth it when channels are
-  many.
+  many. The GEMM is cuBLAS's SGEMM (volta_sgemm_128x64_nn and its kin in those profiles),
+  with cuBLAS's tiles and per-tile overhead.
+
+Transform kernels move their bytes at a share of the DRAM's peak (ConvCosts.
+transform_bandwidth); every kernel adds a fixed time (ConvCosts.kernel_us).
 
 Winograd's arithmetic: Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks"
 (CVPR 2016). cuDNN runs it for FP32 data; the tensor-core paths run implicit GEMM only.
@@ -38,7 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from simulator.gpu.library import ConvCosts, GemmShape, KernelFamily
+from simulator.gpu.library import TILES, ConvCosts, GemmShape, KernelFamily
 from simulator.workload.trace import DTYPE_BYTES, Op
 
 CONV_TILES = ((128, 128), (128, 64), (128, 32))
@@ -52,17 +58,19 @@ FUSED_WINOGRAD_CHANNELS = 32
 class ConvAlgorithm:
     name: str
     gemm: GemmShape
-    transform_bytes: int = 0  # bytes its transforms move through DRAM, beyond the op's own
+    transform_bytes: int = 0  # bytes its separate transform kernels move through DRAM
     main_loop: float = 1.0    # its kernel's main loop against a plain GEMM's (ConvCosts)
     split_k: bool = False     # K split across blocks when the output has too few tiles
     kernels: int = 1          # kernels it launches (each costs ConvCosts.kernel_us)
     blocks: GemmShape | None = None  # whole 128 x 128 tiles it launches, where its own
-    # geometry pads the work (the fused Winograd kernel); None: `gemm` through CONV_TILES
+    # geometry pads the work (the fused Winograd kernel); None: `gemm` through its tiles
+    cudnn_kernel: bool = True  # cuDNN's own kernel (its per-tile overhead); False: cuBLAS's
 
     def family(self, gemm_family: KernelFamily, costs: ConvCosts) -> KernelFamily:
         """The GEMM family with this algorithm's own losses (gpu/library.py ConvCosts)."""
+        k_overhead = costs.k_overhead if self.cudnn_kernel else gemm_family.k_overhead
         return replace(gemm_family, mainloop=gemm_family.mainloop * self.main_loop,
-                       k_overhead=gemm_family.k_overhead + costs.k_overhead)
+                       k_overhead=k_overhead)
 
     @property
     def flops(self) -> int:
@@ -71,10 +79,11 @@ class ConvAlgorithm:
     @property
     def launched(self) -> tuple[GemmShape, tuple[tuple[int, int], ...]]:
         """The GEMM its kernel runs and the tiles it may run it in: its own whole blocks where
-        it has them, else the useful GEMM through CONV_TILES."""
-        if self.blocks is None:
-            return self.gemm, CONV_TILES
-        return self.blocks, ((FUSED_WINOGRAD_TILE, FUSED_WINOGRAD_TILE),)
+        it has them, else the useful GEMM through cuDNN's tiles (CONV_TILES) or, for a cuBLAS
+        GEMM, cuBLAS's."""
+        if self.blocks is not None:
+            return self.blocks, ((FUSED_WINOGRAD_TILE, FUSED_WINOGRAD_TILE),)
+        return self.gemm, CONV_TILES if self.cudnn_kernel else TILES
 
 
 def is_weight_grad(op: Op) -> bool:
@@ -121,19 +130,28 @@ def conv_algorithms(op: Op, implicit: GemmShape, simt: bool,
     """The algorithms cuDNN may pick for this convolution (`implicit`: its implicit GEMM;
     `simt`: FP32 on the CUDA cores, where the Winograd ones apply)."""
     transposes = 0 if simt else nchw_transpose_bytes(op)
-    out = [ConvAlgorithm("implicit_gemm", implicit, transposes, split_k=is_weight_grad(op))]
+    # cuDNN's implicit GEMM: a kernel computing the gather's offsets, then the GEMM
+    out = [ConvAlgorithm("implicit_gemm", implicit, transposes, split_k=is_weight_grad(op),
+                         kernels=2)]
     geometry = winograd_geometry(op) if simt else None
     if geometry is None:
         return out
     n, c_in, c_out, p, q = geometry
     elem = DTYPE_BYTES[op.reads[0].tensor.dtype]
+    image, filters, output = n * c_in * p * q, c_in * c_out, n * c_out * p * q
     tiles2 = n * math.ceil(p / 2) * math.ceil(q / 2)
     blocks = GemmShape(1, n * math.ceil(p / 8) * math.ceil(q / 16) * FUSED_WINOGRAD_TILE,
                        math.ceil(c_out / FUSED_WINOGRAD_CHANNELS) * FUSED_WINOGRAD_TILE, c_in)
+    # fused: a kernel turns the 3x3 filters into 4x4 ones (read 9, write 16 per filter), then
+    # the main kernel transforms the image tiles and the outputs in place
     out.append(ConvAlgorithm("winograd_fused_2x2", GemmShape(1, tiles2, c_out, 16 * c_in),
-                             main_loop=costs.winograd_fused, blocks=blocks))
+                             (9 + 16) * filters * elem, costs.winograd_fused, kernels=2,
+                             blocks=blocks))
+    # non-fused: data, filter and output transforms, each a kernel reading its source and
+    # writing the 36-point transform (the output one the reverse), around a cuBLAS SGEMM
     tiles4 = n * math.ceil(p / 4) * math.ceil(q / 4)
-    moved = 2 * 36 * (tiles4 * c_in + tiles4 * c_out + c_in * c_out) * elem
+    moved = (image + 36 * tiles4 * c_in + 9 * filters + 36 * filters +
+             36 * tiles4 * c_out + output) * elem
     out.append(ConvAlgorithm("winograd_nonfused_4x4", GemmShape(36, tiles4, c_out, c_in),
-                             moved, costs.winograd_nonfused, kernels=4))
+                             moved, costs.winograd_nonfused, kernels=4, cudnn_kernel=False))
     return out

@@ -38,6 +38,10 @@ from pathlib import Path
 COEFFICIENTS = Path(__file__).with_name("library_efficiency.json")
 FAMILIES = ("simt", "tensor_tf32", "tensor")
 ALIGNMENT_BYTES = 16
+# Output tiles (M x N) of one thread block the GEMM libraries choose among, largest first; the
+# library picks the one that finishes first. cuBLAS also has narrower ones (128x32, 32x32),
+# left out: how much slower per SM they run is not known well enough to model.
+TILES = ((128, 128), (128, 64), (64, 64))
 
 
 @dataclass(frozen=True)
@@ -100,21 +104,26 @@ def kernel_family(ceiling_key: str) -> KernelFamily:
 
 @dataclass(frozen=True)
 class ConvCosts:
-    """What cuDNN's convolution kernels lose beyond the GEMM family's losses (gpu/
-    convolution.py): the operand gather, per tile (`k_overhead`, K elements, added to the
-    family's), the Winograd kernels' in-kernel transforms (`winograd_fused`,
-    `winograd_nonfused`: factors on the main loop), and a fixed GPU time per kernel an
-    algorithm launches (`kernel_us`: the non-fused Winograd launches four, the others one)."""
+    """What cuDNN's convolution algorithms cost beyond a GEMM (gpu/convolution.py): the per-tile
+    overhead of cuDNN's own kernels (implicit GEMM, fused Winograd: `k_overhead`, K elements, in
+    place of the cuBLAS family's; the operand gather runs from precomputed offsets), the
+    Winograd kernels' main loops (`winograd_fused`, `winograd_nonfused`: factors on the
+    family's), the share of the DRAM's peak their separate transform kernels reach
+    (`transform_bandwidth`: gathers and scatters of 4x4 and 6x6 tiles, not streaming copies),
+    and a fixed GPU time per kernel an algorithm launches (`kernel_us`)."""
 
     k_overhead: float = 0.0
     winograd_fused: float = 1.0
     winograd_nonfused: float = 1.0
-    kernel_us: float = 0.0   # GPU time per kernel an algorithm launches, beyond its GEMM
+    transform_bandwidth: float = 1.0
+    kernel_us: float = 0.0   # GPU time per kernel an algorithm launches, beyond its work
+
+
+CONV_COST_KEYS = ("k_overhead", "winograd_fused", "winograd_nonfused", "transform_bandwidth",
+                  "kernel_us")
 
 
 @cache
 def conv_costs() -> ConvCosts:
     doc = json.loads(COEFFICIENTS.read_text()).get("convolution", {})
-    return ConvCosts(**{k: float(doc[k]) for k in
-                        ("k_overhead", "winograd_fused", "winograd_nonfused", "kernel_us")
-                        if k in doc})
+    return ConvCosts(**{k: float(doc[k]) for k in CONV_COST_KEYS if k in doc})
