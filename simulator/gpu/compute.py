@@ -96,7 +96,8 @@ class KernelCompute:
     wave_efficiency: float   # share of SMs busy over the waves of tiles
     library_efficiency: float = 1.0  # main loop x per-tile overhead (gpu/library.py)
     algorithm: str = ""      # a convolution's: gpu/convolution.py
-    fixed_s: float = 0.0     # of time_s, what no FLOP/s peak shortens (ConvCosts.kernel_us)
+    fixed_s: float = 0.0     # of time_s, what no FLOP/s peak shortens (a convolution's
+    # transform kernels and per-kernel time: ConvCosts)
 
 
 def gemm_shape(op: Op) -> GemmShape | None:

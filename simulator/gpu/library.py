@@ -31,7 +31,7 @@ GDDR6 cards they were not taken from.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
 
@@ -119,8 +119,7 @@ class ConvCosts:
     kernel_us: float = 0.0   # GPU time per kernel an algorithm launches, beyond its work
 
 
-CONV_COST_KEYS = ("k_overhead", "winograd_fused", "winograd_nonfused", "transform_bandwidth",
-                  "kernel_us")
+CONV_COST_KEYS = tuple(f.name for f in fields(ConvCosts))
 
 
 @cache
