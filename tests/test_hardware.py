@@ -10,7 +10,9 @@ from simulator.config.timing import BURST_CLOCK_TIMINGS
 from simulator.units import GiB, tck_ns
 
 REQUIRED = ["t4", "l4", "a10", "a40", "rtx-a6000", "l40s", "rtx-2080-ti", "titan-rtx", "rtx-3070",
-            "rtx-a4000", "rx-6900-xt", "rx-7900-xtx", "a100-40gb", "h100-sxm"]
+            "rtx-a4000", "rtx-a4500", "rtx-a5000", "rtx-a5500", "rtx-6000-ada", "quadro-rtx-5000",
+            "quadro-rtx-6000", "quadro-rtx-8000", "rx-6900-xt", "rx-7900-xtx", "a100-40gb",
+            "h100-sxm"]
 # H100's published 3352 GB/s comes from a rounded per-pin rate (5.24 Gb/s): allow 0.1 %.
 BANDWIDTH_TOLERANCE = 1e-3
 
