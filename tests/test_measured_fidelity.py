@@ -26,8 +26,9 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
         for r in part["rows"]:
             assert r["error"] == pytest.approx(r["predicted_ms"] / r["measured_ms"] - 1)
     assert doc["kernels"]["gemm"]["cases"] == 5
-    # 7 cards' ResNet-50 (fp32 and AMP, one missing) and three L4 steps' two phases each
-    assert doc["end_to_end"]["cases"] == 21
+    # 14 cards' ResNet-50 (fp32 and AMP, the A40's AMP missing; two dates on two cards) and
+    # three L4 steps' two phases each
+    assert doc["end_to_end"]["cases"] == 37
     # BERT-large and GPT-2 large forwards, two batches each, on the T4 and the L4; NeuSight's
     # GPT-3 XL and 2.7B configurations on the L4
     assert doc["inference"]["cases"] == 10
