@@ -127,10 +127,15 @@ def _forward_s(trace: Trace, hw: Hardware, fidelity: str, memo: dict) -> float:
     return sum(o.time_s for o in est.ops if o.op.phase == Phase.FORWARD)
 
 
+def read_rows(file: str) -> list[dict]:
+    """The rows of a CSV file in benchmarks/measured/."""
+    with (DATA / file).open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def kernel_rows(kind: str, sample: int, fidelity: str, hw: Hardware, memo: dict) -> list[dict]:
     file, build = KERNELS[kind]
-    with (DATA / file).open(newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(file)
     if sample and sample < len(rows):
         rows = random.Random(f"{SEED}-{kind}").sample(rows, sample)
     out = []
@@ -152,22 +157,21 @@ def lambda_rows(fidelity: str, cards: dict[str, str] | None = None) -> list[dict
     only these cards' rows, each at the precision named (amp or fp32)."""
     base = read_json(REPO / "workloads" / "resnet50.json")
     out = []
-    with (DATA / "lambda_resnet50_train.csv").open(newline="") as f:
-        for row in csv.DictReader(f):
-            if cards is not None and cards.get(row["hardware"]) != row["precision"]:
-                continue
-            raw = copy.deepcopy(base)
-            raw["data"]["batch_size"] = int(row["batch_size"])
-            raw["training"]["execution"] = {"allow_tf32_matmul": True}
-            if row["precision"] == "amp":
-                raw["training"]["mixed_precision"] = "fp16"
-            spec = _workload(raw, "resnet50")
-            hw = load_hardware(row["hardware"])
-            step = analyze(spec, hw, fidelity=fidelity).estimate.step_time_s
-            measured = int(row["batch_size"]) / float(row["images_per_s"])
-            out.append(_result(f"{row['hardware']} resnet50 {row['precision']} batch "
-                               f"{row['batch_size']} ({row['lambda_system']}, "
-                               f"{row['run_date']})", step, measured))
+    for row in read_rows("lambda_resnet50_train.csv"):
+        if cards is not None and cards.get(row["hardware"]) != row["precision"]:
+            continue
+        raw = copy.deepcopy(base)
+        raw["data"]["batch_size"] = int(row["batch_size"])
+        raw["training"]["execution"] = {"allow_tf32_matmul": True}
+        if row["precision"] == "amp":
+            raw["training"]["mixed_precision"] = "fp16"
+        spec = _workload(raw, "resnet50")
+        hw = load_hardware(row["hardware"])
+        step = analyze(spec, hw, fidelity=fidelity).estimate.step_time_s
+        measured = int(row["batch_size"]) / float(row["images_per_s"])
+        out.append(_result(f"{row['hardware']} resnet50 {row['precision']} batch "
+                           f"{row['batch_size']} ({row['lambda_system']}, "
+                           f"{row['run_date']})", step, measured))
     return out
 
 
@@ -215,17 +219,16 @@ def _forward_without(est, prefixes: tuple[str, ...]) -> float:
 
 def l4_rows(fidelity: str) -> list[dict]:
     out = []
-    with (DATA / "l4_fp32_training_steps.csv").open(newline="") as f:
-        for row in csv.DictReader(f):
-            batch, seq = int(row["batch"]), int(row["seq_len"])
-            est = l4_estimate(row["model"], batch, seq, fidelity)
-            # NeuSight times model(inputs) and loss.backward(): the loss's forward runs between
-            forward = _forward_without(est, ("loss.",))
-            for phase, col, predicted in ((Phase.FORWARD, "forward_ms", forward),
-                                          (Phase.BACKWARD, "backward_ms",
-                                           est.phase(Phase.BACKWARD).time_s)):
-                out.append(_result(f"l4 {row['model']} {batch}x{seq} fp32 {phase.value}",
-                                   predicted, float(row[col]) * MS))
+    for row in read_rows("l4_fp32_training_steps.csv"):
+        batch, seq = int(row["batch"]), int(row["seq_len"])
+        est = l4_estimate(row["model"], batch, seq, fidelity)
+        # NeuSight times model(inputs) and loss.backward(): the loss's forward runs between
+        forward = _forward_without(est, ("loss.",))
+        for phase, col, predicted in ((Phase.FORWARD, "forward_ms", forward),
+                                      (Phase.BACKWARD, "backward_ms",
+                                       est.phase(Phase.BACKWARD).time_s)):
+            out.append(_result(f"l4 {row['model']} {batch}x{seq} fp32 {phase.value}",
+                               predicted, float(row[col]) * MS))
     return out
 
 
@@ -271,12 +274,11 @@ def l4_operator_rows(fidelity: str) -> list[dict]:
     est = l4_estimate("bert-large", 2, 512, fidelity)
     predicted = {o.op.name: o.time_s for o in est.ops if o.op.phase is Phase.FORWARD}
     out = []
-    with (DATA / "l4_fp32_bert_large_train_512_2.csv").open(newline="") as f:
-        for row in csv.DictReader(f):
-            ours = L4_OPERATORS.get(row["name"])
-            if ours is not None:
-                out.append(_result(f"l4 bert-large 2x512 {ours}",
-                                   predicted[ours], float(row["fw_latency_ms"]) * MS))
+    for row in read_rows("l4_fp32_bert_large_train_512_2.csv"):
+        ours = L4_OPERATORS.get(row["name"])
+        if ours is not None:
+            out.append(_result(f"l4 bert-large 2x512 {ours}",
+                               predicted[ours], float(row["fw_latency_ms"]) * MS))
     return out
 
 
@@ -291,16 +293,15 @@ INFERENCE_SKIPS = {"bert-large": ("cls.", "loss.")}  # the rest skip the loss al
 
 def inference_rows(fidelity: str) -> list[dict]:
     out = []
-    with (DATA / "neusight_fp32_inference.csv").open(newline="") as f:
-        for row in csv.DictReader(f):
-            model, batch, seq = row["model"], int(row["batch"]), int(row["seq_len"])
-            raw = l4_step(model, batch, seq)
-            raw["model"] = dict(raw["model"], dropout=0.0)
-            est = analyze(_workload(raw, model), load_hardware(row["hardware"]),
-                          fidelity=fidelity).estimate
-            out.append(_result(f"{row['hardware']} {model} {batch}x{seq} fp32 inference",
-                               _forward_without(est, INFERENCE_SKIPS.get(model, ("loss.",))),
-                               float(row["forward_ms"]) * MS))
+    for row in read_rows("neusight_fp32_inference.csv"):
+        model, batch, seq = row["model"], int(row["batch"]), int(row["seq_len"])
+        raw = l4_step(model, batch, seq)
+        raw["model"] = dict(raw["model"], dropout=0.0)
+        est = analyze(_workload(raw, model), load_hardware(row["hardware"]),
+                      fidelity=fidelity).estimate
+        out.append(_result(f"{row['hardware']} {model} {batch}x{seq} fp32 inference",
+                           _forward_without(est, INFERENCE_SKIPS.get(model, ("loss.",))),
+                           float(row["forward_ms"]) * MS))
     return out
 
 

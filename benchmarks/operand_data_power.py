@@ -18,76 +18,71 @@ prints them as a document.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
+import sys
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-DATA = Path(__file__).resolve().parent / "measured"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, the fidelity harness
+
+from measured_fidelity import MS, conv_trace, read_rows  # noqa: E402
+
+from simulator.gpu.library import GemmShape  # noqa: E402
+from simulator.units import TERA  # noqa: E402
+
 MIN_MS = 2.0
 PERCENTILES = (50, 90, 99)
-# card: (power limit W, where its rows are)
+# card: (power limit W, file of its GEMMs, file of its convolutions); a file with a `card`
+# column holds several cards' rows
 CARDS = {
-    "p4": (75, "neusight_p4_v100_long_kernels.csv"),
-    "t4": (70, None),
-    "v100-pcie-32gb": (250, "neusight_p4_v100_long_kernels.csv"),
+    "p4": (75, "neusight_p4_v100_long_kernels.csv", "neusight_p4_v100_long_kernels.csv"),
+    "t4": (70, "t4_fp32_gemm.csv", "t4_fp32_conv2d.csv"),
+    "v100-pcie-32gb": (250, "neusight_p4_v100_long_kernels.csv", "v100_fp32_conv2d.csv"),
 }
 
 
-def _gemm_flops(r: dict) -> int:
-    return 2 * int(r["batch"]) * int(r["m"]) * int(r["n"]) * int(r["k"])
+@cache
+def _rows(file: str) -> tuple[dict, ...]:
+    return tuple(read_rows(file))
 
 
-def _conv_flops(r: dict) -> int:
-    n, ci, co, k, size, stride, pad = (int(r[c]) for c in (
-        "batch", "in_channels", "out_channels", "kernel_size", "input_size", "stride",
-        "padding"))
-    p = (size + 2 * pad - k) // stride + 1
-    return 2 * n * p * p * co * ci * k * k
+def _long(card: str, file: str, op: str) -> list[dict]:
+    """The card's rows of one op, 2 ms or more."""
+    return [r for r in _rows(file) if r.get("card", card) == card and r.get("op", op) == op
+            and float(r["latency_ms"]) >= MIN_MS]
 
 
-def _read(name: str) -> list[dict]:
-    with (DATA / name).open(newline="") as f:
-        return list(csv.DictReader(f))
+def _tflops(flops: int, row: dict) -> float:
+    return flops / (float(row["latency_ms"]) * MS) / TERA
 
 
 def kernel_rates(card: str) -> tuple[list[float], list[float]]:
     """TFLOP/s of the card's long random-input GEMMs (nn.Linear) and zero-input
-    implicit-GEMM convolutions."""
-    _, file = CARDS[card]
-    if file is None:  # the T4's rows are the harness's own files
-        gemms = [r for r in _read("t4_fp32_gemm.csv") if r["op"] == "linear"]
-        convs = _read("t4_fp32_conv2d.csv")
-    else:
-        rows = [r for r in _read(file) if r["card"] == card]
-        gemms = [r for r in rows if r["op"] == "linear"]
-        convs = [r for r in rows if r["op"] == "conv2d"]
-    if card == "v100-pcie-32gb":
-        convs = _read("v100_fp32_conv2d.csv")
+    implicit-GEMM convolutions (direct FLOPs, as the harness's convolution op counts them)."""
+    _, gemm_file, conv_file = CARDS[card]
+    gemms = [_tflops(GemmShape(*(int(r[c]) for c in ("batch", "m", "n", "k"))).flops, r)
+             for r in _long(card, gemm_file, "linear")]
+    convs = [_tflops(next(o.flops for o in conv_trace(r).ops if o.kind == "conv"), r)
+             for r in _long(card, conv_file, "conv2d")
+             if r["algorithm"].startswith("implicit_gemm")]
+    return gemms, convs
 
-    def rate(flops: int, ms: float) -> float:
-        return flops / (ms * 1e-3) / 1e12
 
-    g = [rate(_gemm_flops(r), float(r["latency_ms"])) for r in gemms
-         if float(r["latency_ms"]) >= MIN_MS]
-    c = [rate(_conv_flops(r), float(r["latency_ms"])) for r in convs
-         if float(r["latency_ms"]) >= MIN_MS and r["algorithm"].startswith("implicit_gemm")]
-    return g, c
+def _by_percentile(values: np.ndarray) -> dict[str, float]:
+    return {str(p): round(float(v), 3) for p, v in zip(PERCENTILES, values, strict=True)}
 
 
 def run() -> dict:
     doc = {}
-    for card, (watts, _) in CARDS.items():
+    for card, (watts, _, _) in CARDS.items():
         g, c = kernel_rates(card)
         gp, cp = (np.percentile(x, PERCENTILES) for x in (g, c))
-
-        def by_percentile(values: np.ndarray) -> dict[str, float]:
-            return {str(p): round(float(v), 3) for p, v in zip(PERCENTILES, values, strict=True)}
-
         doc[card] = {"power_limit_w": watts, "gemm_cases": len(g), "conv_cases": len(c),
-                     "gemm_tflops": by_percentile(gp), "conv_tflops": by_percentile(cp),
-                     "conv_over_gemm": by_percentile(cp / gp)}
+                     "gemm_tflops": _by_percentile(gp), "conv_tflops": _by_percentile(cp),
+                     "conv_over_gemm": _by_percentile(cp / gp)}
     return doc
 
 
