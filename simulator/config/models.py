@@ -8,6 +8,11 @@ import math
 from simulator.errors import InputError
 
 
+def window_output(size: int, kernel: int, stride: int, padding: int) -> int:
+    """Positions a convolution or pooling window takes along one spatial axis."""
+    return (size + 2 * padding - kernel) // stride + 1
+
+
 def cnn_shapes(raw: dict, file: str | None = None) -> list[tuple[int, ...]]:
     """Each layer's output shape (without batch); raise where a layer cannot apply."""
     shape: tuple[int, ...] = tuple(raw["input_shape"])
@@ -23,7 +28,7 @@ def cnn_shapes(raw: dict, file: str | None = None) -> list[tuple[int, ...]]:
             stride = layer.get("stride", 1 if kind == "conv2d" else k)
             pad = layer.get("padding", 0)
             c, h, w = shape
-            ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+            ho, wo = window_output(h, k, stride, pad), window_output(w, k, stride, pad)
             if ho <= 0 or wo <= 0:
                 raise InputError(f"expected kernel_size <= input size ({h}x{w}"
                                  f"{f' + padding {pad}' if pad else ''}), got {k}",

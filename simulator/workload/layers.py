@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from simulator.config.models import window_output
 from simulator.workload.builder import TraceBuilder, gather, part
 from simulator.workload.trace import DTYPE_BYTES, Category, Pattern, Tensor, Unit
 
@@ -539,8 +540,7 @@ def conv2d(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, stride: i
     x, w, bias = autocast_low(b, x), autocast_low(b, w), autocast_low(b, bias)
     n, c_in, h, wd = x.shape
     c_out, _, kh, kw = w.shape
-    ho = (h + 2 * padding - kh) // stride + 1
-    wo = (wd + 2 * padding - kw) // stride + 1
+    ho, wo = window_output(h, kh, stride, padding), window_output(wd, kw, stride, padding)
     y = b.activation(f"{name}.out", (n, c_out, ho, wo), x, w,
                      *([bias] if bias is not None else []))
     flops = 2 * n * c_out * ho * wo * c_in * kh * kw
@@ -571,8 +571,7 @@ def conv2d(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, stride: i
 def max_pool2d(b: TraceBuilder, x: Tensor, kernel: int, stride: int, name: str,
                padding: int = 0) -> Tensor:
     n, c, h, w = x.shape
-    ho = (h + 2 * padding - kernel) // stride + 1
-    wo = (w + 2 * padding - kernel) // stride + 1
+    ho, wo = window_output(h, kernel, stride, padding), window_output(w, kernel, stride, padding)
     y = b.activation(f"{name}.out", (n, c, ho, wo), x)
     idx = b.activation(f"{name}.indices", (n, c, ho, wo), dtype="int64")
     b.op(name, "elementwise", [x], [y, idx])
