@@ -11,8 +11,15 @@ zero-input kernels outrun the random-input GEMMs of like length, the data set th
 
 Kernels of 2 ms or more (long enough for GPU Boost to settle: gpu/clocks.py), direct FLOPs
 (2 x batch x output pixels x C_out x C_in x kernel area for a convolution). Prints, per card,
-the TFLOP/s percentiles of each kind and the ratio of the convolutions' to the GEMMs'; `--json`
-prints them as a document.
+the TFLOP/s percentiles of each kind and the ratio of the convolutions' to the GEMMs'.
+
+Then the same convolutions on the T4 and the V100, where cuDNN ran the same algorithm on both:
+the T4 runs cuDNN's Volta kernels (`volta_scudnn_*`, `volta_sgemm_*` in NeuSight's profiles)
+on SMs of the same 64 FP32 lanes, so at equal work per peak FLOP the time ratio gives the clock
+the T4 held, T4 boost x (V100 peak x V100 time) / (T4 peak x T4 time), the V100 at its boost
+clock (its zero-input kernels trail its GEMMs: nothing holds it back). The non-fused Winograd
+cases also stream transforms through a DRAM 2.8x slower on the T4, so theirs is a lower bound.
+`--json` prints both as a document.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, the fid
 
 from measured_fidelity import MS, conv_trace, read_rows  # noqa: E402
 
+from simulator.config.hardware import load_hardware  # noqa: E402
 from simulator.gpu.library import GemmShape  # noqa: E402
 from simulator.units import TERA  # noqa: E402
 
@@ -71,19 +79,46 @@ def kernel_rates(card: str) -> tuple[list[float], list[float]]:
     return gemms, convs
 
 
+# the algorithm families of the `algorithm` column (implicit_gemm_128x64 and its kin as one)
+FAMILIES = ("implicit_gemm", "winograd_fused", "winograd_nonfused")
+SHAPE = ("batch", "in_channels", "out_channels", "kernel_size", "input_size", "stride", "padding")
+
+
+def same_shape_clocks() -> dict[str, dict]:
+    """Per algorithm family, the T4 clock (MHz) its zero-input convolutions imply against the
+    same shapes on the V100 (module docstring): cases and the 10th, 50th and 90th percentile."""
+    t4, v100 = load_hardware("t4"), load_hardware("v100-pcie-32gb")
+    scale = t4.boost_clock_mhz * v100.peak_tflops["fp32"] / t4.peak_tflops["fp32"]
+    v100_rows = {tuple(r[c] for c in SHAPE): r for r in _rows(CARDS["v100-pcie-32gb"][2])}
+    implied: dict[str, list[float]] = {f: [] for f in FAMILIES}
+    for row in _long("t4", CARDS["t4"][2], "conv2d"):
+        other = v100_rows.get(tuple(row[c] for c in SHAPE))
+        family = next((f for f in FAMILIES if row["algorithm"].startswith(f)), None)
+        if other is None or family is None or other["algorithm"] != row["algorithm"]:
+            continue
+        implied[family].append(scale * float(other["latency_ms"]) / float(row["latency_ms"]))
+    pct = (10, 50, 90)
+    return {f: {"cases": len(v), "implied_mhz": {
+                str(p): round(float(x)) for p, x in zip(pct, np.percentile(v, pct), strict=True)}}
+            for f, v in implied.items() if v}
+
+
 def _by_percentile(values: np.ndarray) -> dict[str, float]:
     return {str(p): round(float(v), 3) for p, v in zip(PERCENTILES, values, strict=True)}
 
 
 def run() -> dict:
-    doc = {}
+    cards = {}
     for card, (watts, _, _) in CARDS.items():
         g, c = kernel_rates(card)
         gp, cp = (np.percentile(x, PERCENTILES) for x in (g, c))
-        doc[card] = {"power_limit_w": watts, "gemm_cases": len(g), "conv_cases": len(c),
+        cards[card] = {"power_limit_w": watts, "gemm_cases": len(g), "conv_cases": len(c),
                      "gemm_tflops": _by_percentile(gp), "conv_tflops": _by_percentile(cp),
                      "conv_over_gemm": _by_percentile(cp / gp)}
-    return doc
+    t4_random_mhz = load_hardware("t4").sustained_clock_mhz
+    return {"cards": cards,
+            "t4_against_v100": {"sustained_mhz_random_data": t4_random_mhz,
+                                "families": same_shape_clocks()}}
 
 
 def main() -> None:
@@ -96,11 +131,17 @@ def main() -> None:
     print(f"kernels of {MIN_MS:g} ms or more; TFLOP/s at the 50th / 90th / 99th percentile")
     print(f"{'card':<16} {'limit W':>7} {'GEMMs (randn)':>22} {'convolutions (zeros)':>22}   "
           f"{'conv / GEMM':>18}")
-    for card, d in doc.items():
+    for card, d in doc["cards"].items():
         cells = [" / ".join(f"{v:.2f}" for v in d[k].values())
                  for k in ("gemm_tflops", "conv_tflops", "conv_over_gemm")]
         print(f"{card:<16} {d['power_limit_w']:>7} {cells[0]:>22} {cells[1]:>22}   {cells[2]:>18}"
               f"   ({d['gemm_cases']} GEMMs, {d['conv_cases']} convolutions)")
+    same = doc["t4_against_v100"]
+    print(f"\nT4 clock implied by the same convolutions on the V100 (MHz, 10th / 50th / 90th "
+          f"percentile; on random data it holds {same['sustained_mhz_random_data']:g})")
+    for family, d in same["families"].items():
+        cells = " / ".join(str(v) for v in d["implied_mhz"].values())
+        print(f"{family:<18} {cells:>16}   ({d['cases']} shapes)")
 
 
 if __name__ == "__main__":
