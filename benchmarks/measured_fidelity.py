@@ -82,12 +82,15 @@ def gemm_trace(row: dict) -> Trace:
     return b.trace()
 
 
+# a convolution row's shape: its columns in the convolution CSVs
+CONV_COLUMNS = ("batch", "in_channels", "out_channels", "kernel_size", "input_size", "stride",
+                "padding")
+
+
 def conv_trace(row: dict) -> Trace:
     """`nn.Conv2d(in, out, kernel, stride, padding, bias=False)` forward."""
     b = _builder()
-    n, c_in, c_out, k, size, stride, pad = (int(row[c]) for c in (
-        "batch", "in_channels", "out_channels", "kernel_size", "input_size", "stride",
-        "padding"))
+    n, c_in, c_out, k, size, stride, pad = (int(row[c]) for c in CONV_COLUMNS)
     w = b.parameter("conv.weight", (c_out, c_in, k, k), matmul_weight=True)
     L.conv2d(b, _input(b, "x", (n, c_in, size, size)), w, None, stride, pad, "conv")
     return b.trace()

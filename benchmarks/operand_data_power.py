@@ -35,9 +35,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, the fidelity harness
 
-from measured_fidelity import MS, conv_trace, read_rows  # noqa: E402
+from measured_fidelity import CONV_COLUMNS, MS, conv_trace, read_rows  # noqa: E402
 
-from simulator.config.hardware import load_hardware  # noqa: E402
+from simulator.config.hardware import Hardware, load_hardware  # noqa: E402
 from simulator.gpu.library import GemmShape  # noqa: E402
 from simulator.units import TERA  # noqa: E402
 
@@ -81,30 +81,32 @@ def kernel_rates(card: str) -> tuple[list[float], list[float]]:
 
 # the algorithm families of the `algorithm` column (implicit_gemm_128x64 and its kin as one)
 FAMILIES = ("implicit_gemm", "winograd_fused", "winograd_nonfused")
-SHAPE = ("batch", "in_channels", "out_channels", "kernel_size", "input_size", "stride", "padding")
 
 
-def same_shape_clocks() -> dict[str, dict]:
+CLOCK_PERCENTILES = (10, 50, 90)
+
+
+def same_shape_clocks(t4: Hardware) -> dict[str, dict]:
     """Per algorithm family, the T4 clock (MHz) its zero-input convolutions imply against the
     same shapes on the V100 (module docstring): cases and the 10th, 50th and 90th percentile."""
-    t4, v100 = load_hardware("t4"), load_hardware("v100-pcie-32gb")
+    v100 = load_hardware("v100-pcie-32gb")
     scale = t4.boost_clock_mhz * v100.peak_tflops["fp32"] / t4.peak_tflops["fp32"]
-    v100_rows = {tuple(r[c] for c in SHAPE): r for r in _rows(CARDS["v100-pcie-32gb"][2])}
+    v100_rows = {tuple(r[c] for c in CONV_COLUMNS): r for r in _rows(CARDS["v100-pcie-32gb"][2])}
     implied: dict[str, list[float]] = {f: [] for f in FAMILIES}
     for row in _long("t4", CARDS["t4"][2], "conv2d"):
-        other = v100_rows.get(tuple(row[c] for c in SHAPE))
+        other = v100_rows.get(tuple(row[c] for c in CONV_COLUMNS))
         family = next((f for f in FAMILIES if row["algorithm"].startswith(f)), None)
         if other is None or family is None or other["algorithm"] != row["algorithm"]:
             continue
         implied[family].append(scale * float(other["latency_ms"]) / float(row["latency_ms"]))
-    pct = (10, 50, 90)
-    return {f: {"cases": len(v), "implied_mhz": {
-                str(p): round(float(x)) for p, x in zip(pct, np.percentile(v, pct), strict=True)}}
+    return {f: {"cases": len(v), "implied_mhz": _by_percentile(
+                np.percentile(v, CLOCK_PERCENTILES), CLOCK_PERCENTILES, digits=None)}
             for f, v in implied.items() if v}
 
 
-def _by_percentile(values: np.ndarray) -> dict[str, float]:
-    return {str(p): round(float(v), 3) for p, v in zip(PERCENTILES, values, strict=True)}
+def _by_percentile(values: np.ndarray, percentiles: tuple[int, ...] = PERCENTILES,
+                   digits: int | None = 3) -> dict[str, float]:
+    return {str(p): round(float(v), digits) for p, v in zip(percentiles, values, strict=True)}
 
 
 def run() -> dict:
@@ -113,12 +115,12 @@ def run() -> dict:
         g, c = kernel_rates(card)
         gp, cp = (np.percentile(x, PERCENTILES) for x in (g, c))
         cards[card] = {"power_limit_w": watts, "gemm_cases": len(g), "conv_cases": len(c),
-                     "gemm_tflops": _by_percentile(gp), "conv_tflops": _by_percentile(cp),
-                     "conv_over_gemm": _by_percentile(cp / gp)}
-    t4_random_mhz = load_hardware("t4").sustained_clock_mhz
+                       "gemm_tflops": _by_percentile(gp), "conv_tflops": _by_percentile(cp),
+                       "conv_over_gemm": _by_percentile(cp / gp)}
+    t4 = load_hardware("t4")
     return {"cards": cards,
-            "t4_against_v100": {"sustained_mhz_random_data": t4_random_mhz,
-                                "families": same_shape_clocks()}}
+            "t4_against_v100": {"sustained_mhz_random_data": t4.sustained_clock_mhz,
+                                "families": same_shape_clocks(t4)}}
 
 
 def main() -> None:
