@@ -507,6 +507,45 @@ def test_request_addresses_follow_each_pattern():
             assert np.array_equal(getattr(kept, field), getattr(fresh, field))
 
 
+def test_a_one_tensor_kernel_streams_operands_of_one_shape_together():
+    """An optimizer's single-tensor kernel (the for_loop path) reads a parameter, its
+    gradient and its state and writes the parameter, all of one shape: its operands stream
+    side by side over the whole kernel, not as two lists of two walked one tensor after the
+    other (which the shapes alone would suggest)."""
+    ts = [_tensor(i, 1 << 14) for i in range(3)]
+    op = Op(0, "adam.step", "optimizer", Phase.OPTIMIZER, 0,
+            tuple(Access(t, t.nbytes) for t in ts), (Access(ts[0], ts[0].nbytes),), "fp32",
+            Unit.VECTOR, list_length=1)
+    traffic = L2Cache(1 << 20).filter(op)
+    address = np.arange(3, dtype=np.int64) * (1 << 20)
+    r = OpRequests(0, traffic, address, 1 << 30, op.list_length).between(0, 0.25)
+    tensor = r.address // (1 << 20)
+    assert set(tensor.tolist()) == {0, 1, 2} and r.is_write.any()  # all four, from the start
+
+
+def test_a_window_holds_requests_that_bunch_in_the_ops_tail(t4):
+    """A two-tensor list whose first tensor the L2 holds: the op's DRAM requests are all in
+    the second half of its progress, and a window centred in the first half still measures
+    the op's requests (it found none and the step failed)."""
+    from simulator.dram.system import MemorySystem
+    from simulator.replay.memory import SampledMemory
+
+    a, b = _tensor(0, 1 << 22), _tensor(1, 1 << 22)  # 16 MiB each
+    op = Op(0, "foreach.norm", "optimizer", Phase.OPTIMIZER, 0,
+            (Access(a, a.nbytes), Access(b, b.nbytes)), (), "fp32", Unit.VECTOR,
+            list_length=2)
+    l2 = L2Cache(32 << 20)
+    l2.filter(_op(1, [], [a]))                          # a written: resident
+    traffic = l2.filter(op)
+    assert traffic.dram_read_bytes == b.nbytes
+    reqs = OpRequests(0, traffic, np.array([0, 1 << 26], np.int64), 1 << 30, 2)
+    assert reqs.between(0.0, 0.5).address.size == 0
+    got = SampledMemory(MemorySystem.from_hardware(t4)).serve(reqs, 0, 0.0, "op")
+    peak = t4.memory.peak_bandwidth_GBps * 1e9
+    seconds = got.span_ck * MemorySystem.from_hardware(t4).tck_ns * 1e-9
+    assert b.nbytes / peak < seconds < 2 * b.nbytes / peak
+
+
 def test_foreach_lists_walk_in_step():
     """A multi-tensor kernel reads element i of every list at the same progress, and an
     in-place one reads each element before writing it back, whatever the L2 caught."""

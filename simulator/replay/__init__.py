@@ -225,7 +225,8 @@ class Replay:
             compute_s = kernel_compute(self.hw, op).time_s
         traffic = self.l2.filter(op)
         l2_s = traffic.l2_bytes / self.l2_Bps
-        reqs = OpRequests(op.index, traffic, self.placement.address, self.capacity)
+        reqs = OpRequests(op.index, traffic, self.placement.address, self.capacity,
+                          op.list_length)
         key = traffic_shape(op, traffic)
         on_chip_s = max(compute_s, l2_s)
         return DramDemand(traffic, reqs, compute_s, l2_s, on_chip_s, on_chip_s / self.tck_s, key)

@@ -177,6 +177,13 @@ class SampledMemory(CycleMemory):
         if memo_key in self._memo:
             return self._memo[memo_key]
         r = reqs.between(p0, p0 + w, self._buffers[0].requests)
+        wanted = min(warm + measured + cool, n)
+        while len(r) < wanted and w < 1.0:
+            # the requests bunch in part of the op's progress (an access whose head the L2
+            # holds has its DRAM requests in its tail): widen the window until it holds them
+            w = min(2 * w, 1.0)
+            p0 = min(max(centre - w / 2, 0.0), 1.0 - w)
+            r = reqs.between(p0, p0 + w, self._buffers[0].requests)
         self.ms.idle()
         before = self.ms.counters()
         t0 = self.ms.now_ck

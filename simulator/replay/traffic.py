@@ -49,21 +49,22 @@ class OpRequests:
     optimizer op never sits in memory whole."""
 
     def __init__(self, op_index: int, traffic: OpTraffic, address_of: np.ndarray,
-                 capacity_bytes: int):
+                 capacity_bytes: int, list_length: int = 0):
         self.traffic = traffic
         self.capacity = capacity_bytes
         self._parts = []
         sizes = [a.access.nbytes for a in traffic.accesses]
-        period = _list_period([a.access.tensor.shape for a in traffic.accesses])
-        lists = len(sizes) // period
-        totals = [max(sum(sizes[j * period:(j + 1) * period]), 1) for j in range(lists)]
+        period = list_length or _list_period([a.access.tensor.shape for a in traffic.accesses])
+        # whole lists, then any lone tensor beside them (a found-inf flag): a list of its own
+        listed = len(sizes) // period * period
+        totals = [max(sum(sizes[j:j + period]), 1) for j in range(0, listed, period)]
         self.count = 0
         for i, a in enumerate(traffic.accesses):
             n = -(-a.dram_bytes // ACCESS_BYTES)
             if n == 0:
                 continue
             self.count += n
-            first = i - i % period
+            first = i - i % period if i < listed else i
             # where the access sits in its list and where its DRAM requests sit in the access,
             # in the op's own bytes (so lists stay in step whatever the L2 caught): an L2 hit
             # is the head of the access, in time and in addresses (the misses are its tail, so
@@ -77,7 +78,8 @@ class OpRequests:
             base = max(int(address_of[storage.id]), 0) + skip
             size = max((storage.nbytes - skip) // ACCESS_BYTES * ACCESS_BYTES, ACCESS_BYTES)
             seed = (op_index << 20) ^ storage.id
-            self._parts.append((n, before + skip, step, totals[i // period], base, size,
+            total = totals[i // period] if i < listed else max(sizes[i], 1)
+            self._parts.append((n, before + skip, step, total, base, size,
                                 a.access.pattern, int(a.is_write), seed))
 
     @property

@@ -49,6 +49,9 @@ def load_function(target: str):
     return func
 
 
+MULTI_TENSOR = ("_foreach", "_fused", "_amp_foreach")  # ATen's multi-tensor kernels
+
+
 def capture(make_step, name: str) -> Trace:
     try:
         import torch
@@ -128,9 +131,13 @@ def capture(make_step, name: str) -> Trace:
                     args[0].dim() == 4:
                 nhwc = args[0].is_contiguous(memory_format=torch.channels_last)
                 layout = "nhwc" if nhwc and not args[0].is_contiguous() else "nchw"
+            # a multi-tensor kernel (_foreach_*, _fused_adam_, the grad scaler's unscale) takes
+            # its lists first
+            lists = args[0] if name.startswith(MULTI_TENSOR) and args and \
+                isinstance(args[0], (list, tuple)) else None
             ops.append(Op(len(ops), name, kind, phase, flops, _unique(reads),
                           _unique(writes), dtype, Unit.MATRIX if flops else Unit.VECTOR,
-                          layout=layout))
+                          layout=layout, list_length=len(lists) if lists else 1))
             return out
 
     def pre_hook(optimizer, args, kwargs):

@@ -127,7 +127,8 @@ def step(b: TraceBuilder, spec: OptimizerSpec, unscale: bool = False) -> None:
     grads = [b.param_grad(p) for p in params]
     if unscale:  # _amp_foreach_non_finite_check_and_unscale_: every gradient read and written
         found_inf = b.temporary("grad_scaler.found_inf", (1,), "fp32")
-        b.op("grad_scaler.unscale", "optimizer", grads, [*grads, found_inf])
+        b.op("grad_scaler.unscale", "optimizer", grads, [*grads, found_inf],
+             list_length=len(grads))
     rule = update_for(spec)
     state = {name: [_state_tensor(b, p, name, dtype=spec.state_dtype) for p in params]
              for name in rule.state}
@@ -138,12 +139,13 @@ def step(b: TraceBuilder, spec: OptimizerSpec, unscale: bool = False) -> None:
         writes = [params] + [state[s] for s in rule.state]
         if rule.step_counter:
             steps = [_state_tensor(b, p, "step", shape=(), dtype="fp32") for p in params]
-            b.op(f"{name}.step_increment", "optimizer", steps, steps)  # _foreach_add_(steps, 1)
+            b.op(f"{name}.step_increment", "optimizer", steps, steps,  # _foreach_add_(steps, 1)
+                 list_length=len(steps))
             reads.append(steps)
         # gradients are stored back only under a grad scaler (PyTorch's schema marks them
         # mutable); the kernel reads each tensor once and writes what it updates
         b.op(f"{name}.fused_step", "optimizer", [t for group in reads for t in group],
-             [t for group in writes for t in group])
+             [t for group in writes for t in group], list_length=len(params))
         return
     if spec.implementation == "foreach":  # each kernel over every parameter at once
         _emit(b, rule, name, range(len(params)), lists)
@@ -176,7 +178,8 @@ def _emit(b: TraceBuilder, rule: Update, prefix: str, idx, lists: dict[str, list
             return [t for n in names for t in (temps[n] if n in temps
                                                else [lists[n][i] for i in idx])]
 
-        op = b.op(f"{prefix}.{kern.name}", "optimizer", tensors(kern.reads), tensors(kern.writes))
+        op = b.op(f"{prefix}.{kern.name}", "optimizer", tensors(kern.reads), tensors(kern.writes),
+                  list_length=len(idx))
         if assigned_at is None and rule.held in kern.writes and rule.held in kern.reads:
             assigned_at = op.index
     return temps, assigned_at

@@ -109,6 +109,9 @@ class Op:
     unit: Unit
     math_dtype: str = ""  # set when the matrix unit runs another type (tf32 for fp32 convolutions)
     layout: str = ""      # a convolution's activation layout: nchw or nhwc (channels_last)
+    # tensors in each list a multi-tensor (foreach) kernel walks in step; 1: each operand one
+    # tensor; 0: not known (a trace file that does not say), read off the shapes
+    list_length: int = 0
 
     @property
     def bytes_read(self) -> int:
