@@ -226,6 +226,24 @@ def test_bert_base_masked_lm():
     assert trace.causal_attention_flops == 0
 
 
+def test_bert_question_answering_head():
+    """BertForQuestionAnswering (SQuAD fine-tuning): no masked-LM head, a linear layer to a
+    start and an end logit per token, and a cross-entropy over the positions for each, as
+    2 x batch rows of sequence-length logits."""
+    spec = load_workload("bert-base")
+    spec = dataclasses.replace(spec, model={**spec.model, "head": "question_answering"},
+                               seq_len=384, batch_size=4, dataset=None)
+    trace = build_trace(spec)
+    e, f, v, b, s, layers = 768, 3072, 30522, 4, 384, 12
+    mlm_head = e * e + e + 2 * e + v                       # transform, its LayerNorm, bias
+    assert trace.parameter_count == 109_514_298 - mlm_head + 2 * e + 2
+    t = b * s
+    per_layer = 2 * t * (4 * e * e + 2 * e * f) + 4 * b * s * s * e
+    assert trace.flops(Phase.FORWARD) == layers * per_layer + 2 * t * e * 2
+    log_softmax = next(op for op in trace.ops if op.name == "loss.log_softmax")
+    assert log_softmax.reads[0].tensor.shape == (2 * b, s)
+
+
 def test_resnet50():
     trace = build_trace(load_workload("resnet50"))
     assert trace.parameter_count == 25_557_032             # torchvision resnet50

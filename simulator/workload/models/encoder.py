@@ -1,6 +1,8 @@
 """Encoder-only transformers: BERT as Hugging Face's BertForMaskedLM builds it (post-LayerNorm,
 separate q/k/v projections, GELU, learned positions and token types, a masked-LM head whose
-decoder is tied to the word embeddings)."""
+decoder is tied to the word embeddings), or with BertForQuestionAnswering's span head
+(`head: question_answering`, SQuAD fine-tuning: a linear layer to a start and an end logit per
+token, each a cross-entropy over the sequence's positions)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ class EncoderOnlyTransformer:
     type_vocab_size: int = 2
     dropout: float = 0.1
     head_dim: int | None = None      # None: d_model / n_head (pruned heads keep theirs)
+    head: str = "masked_lm"          # masked_lm | question_answering
 
     @classmethod
     def from_dict(cls, raw: dict) -> EncoderOnlyTransformer:
@@ -30,7 +33,7 @@ class EncoderOnlyTransformer:
 
 def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,
           seq: int) -> tuple[Tensor, Tensor]:
-    """Emit the forward pass of a masked-LM step; return (logits, target)."""
+    """Emit the forward pass of a masked-LM or span-prediction step; return (logits, target)."""
     e, f = m.d_model, m.d_ff or 4 * m.d_model
     hd = m.head_dim or e // m.n_head
     inner = m.n_head * hd
@@ -57,14 +60,18 @@ def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,
                        "fc": lin(f"{p}.intermediate.dense", f, e),
                        "proj": lin(f"{p}.output.dense", e, f),
                        "ln2": ln(f"{p}.output.LayerNorm")})
-    head = lin("cls.predictions.transform.dense", e, e)
-    head_ln = ln("cls.predictions.transform.LayerNorm")
-    decoder_bias = b.parameter("cls.predictions.bias", (m.vocab_size,))
+    if m.head == "question_answering":
+        qa = lin("qa_outputs", 2, e)
+    else:
+        head = lin("cls.predictions.transform.dense", e, e)
+        head_ln = ln("cls.predictions.transform.LayerNorm")
+        decoder_bias = b.parameter("cls.predictions.bias", (m.vocab_size,))
 
     ids = b.tensor("input_ids", (batch, seq), Category.INPUT, "int64")
     types = b.tensor("token_type_ids", (batch, seq), Category.INPUT, "int64")
     positions = b.tensor("position_ids", (1, seq), Category.INPUT, "int64")
-    target = b.tensor("labels", (batch * seq,), Category.INPUT, "int64")
+    target = b.tensor("labels", (2 * batch if m.head == "question_answering" else batch * seq,),
+                      Category.INPUT, "int64")
     x = L.embedding(b, ids, word, "embeddings.word")
     x = L.add(b, x, L.embedding(b, types, tok, "embeddings.token_type"), "embeddings.sum_type")
     x = L.add(b, x, L.embedding(b, positions, pos, "embeddings.position"), "embeddings.sum_pos")
@@ -89,6 +96,13 @@ def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,
 
     for i, w in enumerate(layers):
         x = b.checkpointed("full", lambda x=x, w=w, p=f"layer.{i}": layer(x, w, p))
+    if m.head == "question_answering":
+        # start and end logits split off the last dimension, each made contiguous for its
+        # cross-entropy over the positions: one (2 x batch, seq) block of rows
+        span = L.linear(b, x, *qa, "qa_outputs")
+        logits = L.copy(b, span, (2 * batch, seq), "qa_outputs.split")
+        logits.retained = True
+        return logits, target
     h = L.gelu(b, L.linear(b, x, *head, "cls.transform"), "cls.gelu")
     h = L.layer_norm(b, h, *head_ln, "cls.LayerNorm")
     logits = L.linear(b, h, word, decoder_bias, "cls.decoder")   # tied to the word embeddings
