@@ -5,17 +5,19 @@
 Kernels: T4 GEMMs (linear and bmm), convolutions and vector ops (elementwise, softmax, layer
 norm) measured alone by NeuSight, each built as a one-kernel step and timed by the simulator
 from a cool card, host dispatch included, as a lone measured kernel includes its own. End to
-end: Lambda's ResNet-50 training throughput on seven GDDR6 cards (step = batch / images per
+end: Lambda's ResNet-50 training throughput on fourteen GDDR6 cards (step = batch / images per
 second) and NeuSight's L4 training steps (BERT-large at batch 2 and 8, GPT-2 large), forward
-and backward apart. Inference, apart from the training figures: NeuSight's fp32 forwards of
+and backward apart. BERT SQuAD, apart from those: Lambda's BERT-large and BERT-base SQuAD
+fine-tuning throughput on the same GDDR6 cards (fp32 and apex O2 AMP), a workload the model
+was not built beside. Inference, apart from the training figures: NeuSight's fp32 forwards of
 BERT-large and GPT-2 large on the T4 and the L4. Operators: the L4's BERT-large step at batch
 2 x 512 op by op (the first encoder layer, the embedding and the heads, forward), against the
 same ops in the replayed step. Data and sources: benchmarks/measured/.
 
 Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
 max absolute error as fractions of the measured time. `--json` prints
-{"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ..., "inference": ...,
-"operators": ...}, each with `cases`, `median_abs_error`, `p90_abs_error` and
+{"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ..., "bert_squad": ...,
+"inference": ..., "operators": ...}, each with `cases`, `median_abs_error`, `p90_abs_error` and
 `max_abs_error`, and its `rows`.
 
 Kernel cases are a seeded random sample of each file (`--sample`, per class; 0: every row).
@@ -178,6 +180,48 @@ def lambda_rows(fidelity: str, cards: dict[str, str] | None = None) -> list[dict
     return out
 
 
+# Lambda's BERT SQuAD fine-tuning (benchmarks/measured/lambda_bert_squad_train.csv): NVIDIA's
+# DeepLearningExamples run_squad.py, sequences of 384 tokens, BertForQuestionAnswering's span
+# head, its attention unfused (scores scaled, masked and soft-maxed in passes of their own);
+# fp32 steps with BertAdam's loop over the parameters; AMP ones are apex's O2 (the logs say
+# "Selected optimization level O2"): the model itself cast to fp16, its masks and soft-maxes
+# too, and a multi-tensor Adam, run here as an fp16 model (its fp32 master weights and Adam
+# state, 4 of about 30 optimizer bytes per parameter, are not told apart)
+BERT_SQUAD = {
+    "bert_large": {"type": "encoder_only_transformer", "vocab_size": 30522, "n_layer": 24,
+                   "d_model": 1024, "n_head": 16, "max_positions": 512, "dropout": 0.1,
+                   "head": "question_answering"},
+    "bert_base": {"type": "encoder_only_transformer", "vocab_size": 30522, "n_layer": 12,
+                  "d_model": 768, "n_head": 12, "max_positions": 512, "dropout": 0.1,
+                  "head": "question_answering"},
+}
+SQUAD_SEQ_LEN = 384
+
+
+def lambda_bert_rows(fidelity: str, keep: Callable[[dict], bool] | None = None) -> list[dict]:
+    """BERT-large and BERT-base SQuAD fine-tuning steps (step = batch / sequences per second),
+    TF32 allowed as the NGC containers do. `keep`: only the file's rows it accepts."""
+    out = []
+    for row in read_rows("lambda_bert_squad_train.csv"):
+        if keep is not None and not keep(row):
+            continue
+        amp = row["precision"] == "amp"
+        raw = {"format_version": 1, "name": f"{row['model']}-squad",
+               "model": BERT_SQUAD[row["model"]],
+               "data": {"batch_size": int(row["batch_size"]), "seq_len": SQUAD_SEQ_LEN},
+               "training": {"dtype": "fp16" if amp else "fp32", "loss": "cross_entropy",
+                            "optimizer": {"type": "adamw",
+                                          "implementation": "fused" if amp else "for_loop"},
+                            "execution": {"attention": "eager", "allow_tf32_matmul": True}}}
+        step = analyze(_workload(raw, row["model"]), load_hardware(row["hardware"]),
+                       fidelity=fidelity).estimate.step_time_s
+        measured = int(row["batch_size"]) / float(row["sequences_per_s"])
+        out.append(_result(f"{row['hardware']} {row['model']} squad {row['precision']} batch "
+                           f"{row['batch_size']} ({row['lambda_system']}, {row['run_date']})",
+                           step, measured))
+    return out
+
+
 # NeuSight's L4 training steps (benchmarks/measured/l4_fp32_training_steps.csv): fp32, TF32
 # off, Hugging Face's eager attention (its per-op rows show the scores divided and masked on
 # their own) and GPT-2's gelu_new (its rows show the eight kernels), forward and backward timed
@@ -326,7 +370,7 @@ def summary(rows: list[dict]) -> dict:
             "rows": rows}
 
 
-STEP_PARTS = ("end_to_end", "inference", "operators")  # printed a row per case
+STEP_PARTS = ("end_to_end", "bert_squad", "inference", "operators")  # a row per case
 
 
 def run(sample: int, fidelity: str, only: str | None) -> dict:
@@ -337,6 +381,8 @@ def run(sample: int, fidelity: str, only: str | None) -> dict:
                           for kind in KERNELS}
     if only in (None, "end_to_end"):
         doc["end_to_end"] = summary(lambda_rows(fidelity) + l4_rows(fidelity))
+    if only in (None, "bert_squad"):
+        doc["bert_squad"] = summary(lambda_bert_rows(fidelity))
     if only in (None, "inference"):
         doc["inference"] = summary(inference_rows(fidelity))
     if only in (None, "operators"):

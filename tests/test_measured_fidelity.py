@@ -17,8 +17,8 @@ def harness():
 def test_the_json_document_has_every_class_and_its_errors(harness):
     doc = harness.run(sample=5, fidelity="analytic", only=None)
     assert set(doc["kernels"]) == {"gemm", "conv2d", "vector"}
-    for part in [*doc["kernels"].values(), doc["end_to_end"], doc["inference"],
-                 doc["operators"]]:
+    for part in [*doc["kernels"].values(), doc["end_to_end"], doc["bert_squad"],
+                 doc["inference"], doc["operators"]]:
         errors = sorted(abs(r["error"]) for r in part["rows"])
         assert part["cases"] == len(part["rows"]) > 0
         assert part["max_abs_error"] == errors[-1]
@@ -29,6 +29,8 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
     # 14 cards' ResNet-50 (fp32 and AMP, the A40's AMP missing; two dates on two cards) and
     # three L4 steps' two phases each
     assert doc["end_to_end"]["cases"] == 37
+    # BERT-large and BERT-base SQuAD, fp32 and AMP, on the sixteen systems of the ResNet-50 file
+    assert doc["bert_squad"]["cases"] == 64
     # BERT-large and GPT-2 large forwards, two batches each, on the T4 and the L4; NeuSight's
     # GPT-3 XL and 2.7B configurations on the L4
     assert doc["inference"]["cases"] == 10
@@ -73,6 +75,19 @@ def test_resnet50_steps_on_unseen_cards_hold_their_accuracy(harness):
     assert set(rows) == {"rtx-a4000 resnet50 fp32 batch 152", "a10 resnet50 amp batch 448"}
     for r in rows.values():
         assert abs(r["error"]) <= 0.15, r["case"]
+
+
+def test_bert_squad_steps_are_the_runs_they_name(harness):
+    """A Lambda BERT SQuAD point: BERT-base with the span head at 384 tokens, BertAdam's loop
+    over the parameters in fp32, its step batch over sequences per second. The Turing cards'
+    fp32 steps come out -0.5 to -12.8 % (too fast), within 15 % here."""
+    rows = harness.lambda_bert_rows("sampled", keep=lambda r: r["lambda_system"] ==
+                                    "QuadroRTX5000" and r["model"] == "bert_base" and
+                                    r["precision"] == "fp32")
+    assert len(rows) == 1 and rows[0]["case"].startswith(
+        "quadro-rtx-5000 bert_base squad fp32 batch 16")
+    assert rows[0]["measured_ms"] == pytest.approx(16 / 26.99 * 1e3)
+    assert abs(rows[0]["error"]) <= 0.15
 
 
 def test_l4_training_phases_hold_their_accuracy(harness):
