@@ -180,48 +180,6 @@ def lambda_rows(fidelity: str, cards: dict[str, str] | None = None) -> list[dict
     return out
 
 
-# Lambda's BERT SQuAD fine-tuning (benchmarks/measured/lambda_bert_squad_train.csv): NVIDIA's
-# DeepLearningExamples run_squad.py, sequences of 384 tokens, BertForQuestionAnswering's span
-# head, its attention unfused (scores scaled, masked and soft-maxed in passes of their own);
-# fp32 steps with BertAdam's loop over the parameters; AMP ones are apex's O2 (the logs say
-# "Selected optimization level O2"): the model itself cast to fp16, its masks and soft-maxes
-# too, and a multi-tensor Adam, run here as an fp16 model (its fp32 master weights and Adam
-# state, 4 of about 30 optimizer bytes per parameter, are not told apart)
-BERT_SQUAD = {
-    "bert_large": {"type": "encoder_only_transformer", "vocab_size": 30522, "n_layer": 24,
-                   "d_model": 1024, "n_head": 16, "max_positions": 512, "dropout": 0.1,
-                   "head": "question_answering"},
-    "bert_base": {"type": "encoder_only_transformer", "vocab_size": 30522, "n_layer": 12,
-                  "d_model": 768, "n_head": 12, "max_positions": 512, "dropout": 0.1,
-                  "head": "question_answering"},
-}
-SQUAD_SEQ_LEN = 384
-
-
-def lambda_bert_rows(fidelity: str, keep: Callable[[dict], bool] | None = None) -> list[dict]:
-    """BERT-large and BERT-base SQuAD fine-tuning steps (step = batch / sequences per second),
-    TF32 allowed as the NGC containers do. `keep`: only the file's rows it accepts."""
-    out = []
-    for row in read_rows("lambda_bert_squad_train.csv"):
-        if keep is not None and not keep(row):
-            continue
-        amp = row["precision"] == "amp"
-        raw = {"format_version": 1, "name": f"{row['model']}-squad",
-               "model": BERT_SQUAD[row["model"]],
-               "data": {"batch_size": int(row["batch_size"]), "seq_len": SQUAD_SEQ_LEN},
-               "training": {"dtype": "fp16" if amp else "fp32", "loss": "cross_entropy",
-                            "optimizer": {"type": "adamw",
-                                          "implementation": "fused" if amp else "for_loop"},
-                            "execution": {"attention": "eager", "allow_tf32_matmul": True}}}
-        step = analyze(_workload(raw, row["model"]), load_hardware(row["hardware"]),
-                       fidelity=fidelity).estimate.step_time_s
-        measured = int(row["batch_size"]) / float(row["sequences_per_s"])
-        out.append(_result(f"{row['hardware']} {row['model']} squad {row['precision']} batch "
-                           f"{row['batch_size']} ({row['lambda_system']}, {row['run_date']})",
-                           step, measured))
-    return out
-
-
 # NeuSight's L4 training steps (benchmarks/measured/l4_fp32_training_steps.csv): fp32, TF32
 # off, Hugging Face's eager attention (its per-op rows show the scores divided and masked on
 # their own) and GPT-2's gelu_new (its rows show the eight kernels), forward and backward timed
@@ -349,6 +307,45 @@ def inference_rows(fidelity: str) -> list[dict]:
         out.append(_result(f"{row['hardware']} {model} {batch}x{seq} fp32 inference",
                            _forward_without(est, INFERENCE_SKIPS.get(model, ("loss.",))),
                            float(row["forward_ms"]) * MS))
+    return out
+
+
+# Lambda's BERT SQuAD fine-tuning (benchmarks/measured/lambda_bert_squad_train.csv): NVIDIA's
+# DeepLearningExamples run_squad.py, sequences of 384 tokens, BertForQuestionAnswering's span
+# head, its attention unfused (scores scaled, masked and soft-maxed in passes of their own);
+# fp32 steps with BertAdam's loop over the parameters; AMP ones are apex's O2 (the logs say
+# "Selected optimization level O2"): the model itself cast to fp16, its masks and soft-maxes
+# too, and a multi-tensor Adam, run here as an fp16 model (its fp32 master weights and Adam
+# state, 4 of about 30 optimizer bytes per parameter, are not told apart)
+BERT_SQUAD = {
+    "bert_large": L4_MODELS["bert-large"] | {"head": "question_answering"},
+    "bert_base": L4_MODELS["bert-large"] | {"n_layer": 12, "d_model": 768, "n_head": 12,
+                                            "d_ff": 3072, "head": "question_answering"},
+}
+SQUAD_SEQ_LEN = 384
+
+
+def lambda_bert_rows(fidelity: str, keep: Callable[[dict], bool] | None = None) -> list[dict]:
+    """BERT-large and BERT-base SQuAD fine-tuning steps (step = batch / sequences per second),
+    TF32 allowed as the NGC containers do. `keep`: only the file's rows it accepts."""
+    out = []
+    for row in read_rows("lambda_bert_squad_train.csv"):
+        if keep is not None and not keep(row):
+            continue
+        amp = row["precision"] == "amp"
+        raw = {"format_version": 1, "name": f"{row['model']}-squad",
+               "model": BERT_SQUAD[row["model"]],
+               "data": {"batch_size": int(row["batch_size"]), "seq_len": SQUAD_SEQ_LEN},
+               "training": {"dtype": "fp16" if amp else "fp32", "loss": "cross_entropy",
+                            "optimizer": {"type": "adamw",
+                                          "implementation": "fused" if amp else "for_loop"},
+                            "execution": {"attention": "eager", "allow_tf32_matmul": True}}}
+        step = analyze(_workload(raw, row["model"]), load_hardware(row["hardware"]),
+                       fidelity=fidelity).estimate.step_time_s
+        measured = int(row["batch_size"]) / float(row["sequences_per_s"])
+        out.append(_result(f"{row['hardware']} {row['model']} squad {row['precision']} batch "
+                           f"{row['batch_size']} ({row['lambda_system']}, {row['run_date']})",
+                           step, measured))
     return out
 
 

@@ -37,6 +37,7 @@ def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,
     e, f = m.d_model, m.d_ff or 4 * m.d_model
     hd = m.head_dim or e // m.n_head
     inner = m.n_head * hd
+    span_head = m.head == "question_answering"
 
     def lin(name, n_out, n_in):
         return (b.parameter(f"{name}.weight", (n_out, n_in), matmul_weight=True),
@@ -60,7 +61,7 @@ def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,
                        "fc": lin(f"{p}.intermediate.dense", f, e),
                        "proj": lin(f"{p}.output.dense", e, f),
                        "ln2": ln(f"{p}.output.LayerNorm")})
-    if m.head == "question_answering":
+    if span_head:
         qa = lin("qa_outputs", 2, e)
     else:
         head = lin("cls.predictions.transform.dense", e, e)
@@ -70,8 +71,8 @@ def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,
     ids = b.tensor("input_ids", (batch, seq), Category.INPUT, "int64")
     types = b.tensor("token_type_ids", (batch, seq), Category.INPUT, "int64")
     positions = b.tensor("position_ids", (1, seq), Category.INPUT, "int64")
-    target = b.tensor("labels", (2 * batch if m.head == "question_answering" else batch * seq,),
-                      Category.INPUT, "int64")
+    target = b.tensor("labels", (2 * batch if span_head else batch * seq,), Category.INPUT,
+                      "int64")
     x = L.embedding(b, ids, word, "embeddings.word")
     x = L.add(b, x, L.embedding(b, types, tok, "embeddings.token_type"), "embeddings.sum_type")
     x = L.add(b, x, L.embedding(b, positions, pos, "embeddings.position"), "embeddings.sum_pos")
@@ -96,15 +97,14 @@ def build(b: TraceBuilder, m: EncoderOnlyTransformer, batch: int,
 
     for i, w in enumerate(layers):
         x = b.checkpointed("full", lambda x=x, w=w, p=f"layer.{i}": layer(x, w, p))
-    if m.head == "question_answering":
+    if span_head:
         # start and end logits split off the last dimension, each made contiguous for its
         # cross-entropy over the positions: one (2 x batch, seq) block of rows
         span = L.linear(b, x, *qa, "qa_outputs")
         logits = L.copy(b, span, (2 * batch, seq), "qa_outputs.split")
-        logits.retained = True
-        return logits, target
-    h = L.gelu(b, L.linear(b, x, *head, "cls.transform"), "cls.gelu")
-    h = L.layer_norm(b, h, *head_ln, "cls.LayerNorm")
-    logits = L.linear(b, h, word, decoder_bias, "cls.decoder")   # tied to the word embeddings
+    else:
+        h = L.gelu(b, L.linear(b, x, *head, "cls.transform"), "cls.gelu")
+        h = L.layer_norm(b, h, *head_ln, "cls.LayerNorm")
+        logits = L.linear(b, h, word, decoder_bias, "cls.decoder")  # tied to the word embeddings
     logits.retained = True
     return logits, target
