@@ -311,12 +311,15 @@ def inference_rows(fidelity: str) -> list[dict]:
 
 
 # Lambda's BERT SQuAD fine-tuning (benchmarks/measured/lambda_bert_squad_train.csv): NVIDIA's
-# DeepLearningExamples run_squad.py, sequences of 384 tokens, BertForQuestionAnswering's span
-# head, its attention unfused (scores scaled, masked and soft-maxed in passes of their own);
-# fp32 steps with BertAdam's loop over the parameters; AMP ones are apex's O2 (the logs say
-# "Selected optimization level O2"): the model itself cast to fp16, its masks and soft-maxes
-# too, and a multi-tensor Adam, run here as an fp16 model (its fp32 master weights and Adam
-# state, 4 of about 30 optimizer bytes per parameter, are not told apart)
+# DeepLearningExamples run_squad.py (github.com/LambdaLabsML/DeepLearningExamples, branch
+# lambda/benchmark, PyTorch/LanguageModeling/BERT), sequences of 384 tokens,
+# BertForQuestionAnswering's span head, its attention unfused (scores scaled, masked and
+# soft-maxed in passes of their own). Every step clips the gradients to norm 1 (apex's
+# multi-tensor norm and scale); biases and LayerNorm weights are a group without weight decay.
+# fp32 steps run BertAdam's loop over the parameters (each gradient clipped again to its own
+# norm); AMP ones are apex's O2 (the logs say "Selected optimization level O2"): the model cast
+# to fp16, gradients unscaled into fp32 master weights that apex's FusedAdam (AdamW, one
+# multi-tensor kernel) steps, then copied back into the model.
 BERT_SQUAD = {
     "bert_large": L4_MODELS["bert-large"] | {"head": "question_answering"},
     "bert_base": L4_MODELS["bert-large"] | {"n_layer": 12, "d_model": 768, "n_head": 12,
@@ -337,8 +340,10 @@ def lambda_bert_rows(fidelity: str, keep: Callable[[dict], bool] | None = None) 
                "model": BERT_SQUAD[row["model"]],
                "data": {"batch_size": int(row["batch_size"]), "seq_len": SQUAD_SEQ_LEN},
                "training": {"dtype": "fp16" if amp else "fp32", "loss": "cross_entropy",
-                            "optimizer": {"type": "adamw",
-                                          "implementation": "fused" if amp else "for_loop"},
+                            "optimizer": {"type": "adamw", "implementation": "fused",
+                                          "weight_decay_on": "matrices"} if amp else
+                            {"type": "bert_adam", "weight_decay_on": "matrices"},
+                            "grad_clip": {"max_norm": 1.0}, "master_weights": amp,
                             "execution": {"attention": "eager", "allow_tf32_matmul": True}}}
         step = analyze(_workload(raw, row["model"]), load_hardware(row["hardware"]),
                        fidelity=fidelity).estimate.step_time_s

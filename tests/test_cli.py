@@ -206,6 +206,10 @@ BAD_WORKLOADS = [
      "$.training.optimizer.type", "expected one of"),
     ("option of another optimizer", lambda d: d["training"]["optimizer"].update(momentum=0.9),
      "$.training.optimizer.momentum", "does not apply"),
+    ("master weights of fp32 parameters", lambda d: d["training"].update(master_weights=True),
+     "$.training.master_weights", "expected dtype fp16 or bf16, got fp32"),
+    ("clip to no norm", lambda d: d["training"].update(grad_clip={"max_norm": 0}),
+     "$.training.grad_clip.max_norm", "> 0"),
 ]
 
 

@@ -138,7 +138,8 @@ def test_cnn_peak_live(cnn):
 
 @pytest.mark.parametrize("name", ["transformer", "cnn"])
 @pytest.mark.parametrize("impl", ["for_loop", "foreach", "fused"])
-@pytest.mark.parametrize("opt", ["adam", "adamw", "sgd", "adamax", "rmsprop", "adagrad"])
+@pytest.mark.parametrize("opt", ["adam", "adamw", "sgd", "adamax", "rmsprop", "adagrad",
+                                 "bert_adam"])
 def test_every_optimizer_updates_every_parameter(name, impl, opt):
     trace = build_trace(variant(name, optimizer={"type": opt, "implementation": impl}))
     written = {a.tensor.id for op in trace.ops_in(Phase.OPTIMIZER) for a in op.writes}
@@ -183,6 +184,93 @@ def test_fused_moves_less_than_foreach_which_matches_for_loop(opt):
     loop, n_loop = traffic("for_loop")
     assert fused < foreach and n_fused <= 2
     assert loop >= foreach * 0.99 and n_loop == n_foreach * 8  # the cnn has 8 parameters
+
+
+def _optimizer_ops(spec):
+    trace = build_trace(spec)
+    return trace, trace.ops_in(Phase.OPTIMIZER)
+
+
+def test_bert_adam_runs_its_loop_line_by_line():
+    """BertAdam (NVIDIA DeepLearningExamples' optimization.py): per parameter, the gradient
+    clipped to its own norm (norm, stack-norm, three scalar ops, scale: 7 kernels) and 12
+    kernels of the update; 128 bytes moved per fp32 parameter element beside the scalars."""
+    trace, ops = _optimizer_ops(variant("cnn", optimizer={"type": "bert_adam",
+                                                          "implementation": "for_loop",
+                                                          "weight_decay": 0.01,
+                                                          "max_grad_norm": 1.0}))
+    assert len(ops) == 8 * (7 + 12)  # the cnn has 8 parameters
+    scalar_bytes = sum(a.nbytes for o in ops for a in o.reads + o.writes
+                       if a.tensor.numel <= len(trace.parameters))
+    moved = sum(o.bytes_moved for o in ops) - scalar_bytes
+    assert moved == 32 * trace.parameter_bytes
+    assert trace.optimizer_state_bytes == 2 * trace.parameter_bytes  # next_m, next_v
+
+
+def test_weight_decay_on_matrices_steps_biases_in_a_second_group():
+    def ops(on, impl):
+        spec = variant("cnn", optimizer={"type": "adamw", "implementation": impl,
+                                         "weight_decay": 0.01, "weight_decay_on": on})
+        return _optimizer_ops(spec)
+
+    trace, every = ops("all", "for_loop")
+    _, matrices = ops("matrices", "for_loop")
+    vectors = [p for p in trace.parameters if len(p.shape) < 2]
+    assert vectors and len(matrices) == len(every) - len(vectors)  # no decay_params for them
+    decayed = [o.name for o in matrices if o.name.endswith("decay_params")]
+    assert len(decayed) == len(trace.parameters) - len(vectors)
+    # the 1-D group is stepped after the decayed one
+    def of(group):
+        return [i for i, o in enumerate(matrices) if any(f".{p.name}." in o.name for p in group)]
+
+    assert max(of([p for p in trace.parameters if p not in vectors])) < min(of(vectors))
+    # foreach and fused: every kernel once per group
+    assert len(ops("matrices", "foreach")[1]) == 2 * len(ops("all", "foreach")[1]) - 1
+    assert len(ops("matrices", "fused")[1]) == 2 * len(ops("all", "fused")[1])
+
+
+@pytest.mark.parametrize("impl, kernels", [("foreach", 7), ("for_loop", 2 * 8 + 5)])
+def test_grad_clip_reads_every_gradient_twice_and_writes_it_once(impl, kernels):
+    base = variant("cnn")
+    trace, plain = _optimizer_ops(base)
+    from simulator.config.workload import GradClipSpec
+    _, clipped = _optimizer_ops(dataclasses.replace(
+        base, grad_clip=GradClipSpec(max_norm=1.0, implementation=impl)))
+    extra = clipped[:len(clipped) - len(plain)]
+    assert all(o.name.startswith("grad_clip.") for o in extra) and len(extra) == kernels
+    grad_bytes = trace.parameter_bytes
+    assert sum(o.bytes_read for o in extra) == pytest.approx(2 * grad_bytes, rel=1e-3)
+    assert sum(o.bytes_written for o in extra) == pytest.approx(grad_bytes, rel=1e-3)
+
+
+def test_master_weights_step_fp32_copies_of_fp16_parameters():
+    """apex O2: fp16 gradients unscaled into fp32 master gradients, Adam on the masters (fp32
+    state), the masters copied back into the fp16 model."""
+    spec = variant("transformer", dtype="fp16", master_weights=True, loss_scaling=True,
+                   optimizer={"type": "adamw", "implementation": "fused"})
+    trace, ops = _optimizer_ops(spec)
+    n = trace.parameter_count
+    assert trace.parameter_bytes == 2 * n
+    step_counters = 4 * len(trace.parameters)
+    assert trace.optimizer_state_bytes == 12 * n + step_counters  # master, exp_avg, exp_avg_sq
+    unscale, copy_back = ops[0], ops[-1]
+    assert unscale.name == "master_weights.unscale_grads"
+    assert unscale.bytes_read == 2 * n and unscale.bytes_written == 4 * n + 4
+    assert copy_back.name == "master_weights.copy_to_model"
+    assert copy_back.bytes_read == 4 * n and copy_back.bytes_written == 2 * n
+    assert {a.tensor.id for a in copy_back.writes} == {p.id for p in trace.parameters}
+
+
+def test_master_weights_default_to_loss_scaling_with_fp16(tmp_path):
+    import json
+    doc = json.loads((REPO_WORKLOADS / "transformer.json").read_text())
+    doc["training"].update(dtype="fp16", master_weights=True)
+    path = tmp_path / "o2.json"
+    path.write_text(json.dumps(doc))
+    assert load_workload(str(path)).loss_scaling
+    doc["training"]["dtype"] = "bf16"
+    path.write_text(json.dumps(doc))
+    assert not load_workload(str(path)).loss_scaling
 
 
 # --- decoder-only transformers: well-known parameter counts and closed-form FLOPs ----------

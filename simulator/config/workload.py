@@ -41,6 +41,17 @@ class OptimizerSpec:
     centered: bool = False           # rmsprop: keeps grad_avg too
     state_dtype: str | None = None   # int8: 8-bit optimizer state (bitsandbytes); None: as params
     implementation: str = "foreach"  # PyTorch's default on CUDA
+    weight_decay_on: str = "all"     # all | matrices (1-D biases and norm scales not decayed)
+    max_grad_norm: float = 0.0       # bert_adam: each gradient clipped to this norm (0: not)
+
+
+@dataclass(frozen=True)
+class GradClipSpec:
+    """torch.nn.utils.clip_grad_norm_ before the optimizer step: the norm over all gradients,
+    then every gradient scaled by max_norm over it where it is larger."""
+
+    max_norm: float
+    implementation: str = "foreach"  # PyTorch 2's default on CUDA; for_loop: one gradient at a time
 
 
 @dataclass(frozen=True)
@@ -61,15 +72,21 @@ class WorkloadSpec:
     path: str = ""
     dataset: DatasetSpec | None = None   # None: synthetic inputs, no input pipeline
     loader: LoaderSpec = field(default_factory=LoaderSpec)
+    grad_clip: GradClipSpec | None = None
+    master_weights: bool = False  # fp32 copies of fp16/bf16 parameters that the optimizer steps
 
 
-_COMMON = {"lr", "weight_decay", "implementation", "state_dtype"}
+_COMMON = {"lr", "weight_decay", "implementation", "state_dtype", "weight_decay_on"}
 _OPTIMIZER_KEYS = {"sgd": _COMMON | {"momentum"},
                    "adam": _COMMON | {"betas", "eps", "amsgrad"},
                    "adamw": _COMMON | {"betas", "eps", "amsgrad"},
                    "adamax": _COMMON | {"betas", "eps"},
                    "rmsprop": _COMMON | {"alpha", "eps", "momentum", "centered"},
-                   "adagrad": _COMMON | {"eps"}}
+                   "adagrad": _COMMON | {"eps"},
+                   "bert_adam": _COMMON | {"betas", "eps", "max_grad_norm"}}
+# optimizers of other libraries than torch.optim (bert_adam: BERT's BertAdam, as in
+# github.com/NVIDIA/DeepLearningExamples PyTorch/LanguageModeling/BERT/optimization.py)
+NOT_TORCH_OPTIM = frozenset({"bert_adam"})
 # the optimizers torch.optim has a fused kernel for (fused=True; PyTorch 2.13, checked against
 # its signatures): for the others `fused` models a custom kernel
 TORCH_FUSED = frozenset({"sgd", "adam", "adamw", "adagrad"})
@@ -79,7 +96,9 @@ TORCH_FUSED = frozenset({"sgd", "adam", "adamw", "adagrad"})
 BNB_8BIT = frozenset({"sgd", "adam", "adamw", "rmsprop", "adagrad"})
 # torch.optim's defaults where they differ from OptimizerSpec's
 _DEFAULTS = {"adamw": {"weight_decay": 0.01}, "adamax": {"lr": 2e-3},
-             "rmsprop": {"lr": 1e-2}, "adagrad": {"lr": 1e-2, "eps": 1e-10}}
+             "rmsprop": {"lr": 1e-2}, "adagrad": {"lr": 1e-2, "eps": 1e-10},
+             "bert_adam": {"eps": 1e-6, "weight_decay": 0.01, "max_grad_norm": 1.0,
+                           "implementation": "for_loop"}}
 
 
 def _optimizer(raw: dict, file: str) -> OptimizerSpec:
@@ -109,6 +128,11 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
     if amp != "none" and training["dtype"] != "fp32":
         raise InputError(f"mixed precision keeps fp32 master weights; expected dtype fp32, got "
                          f"{training['dtype']}", file=file, path="$.training.dtype")
+    master = training.get("master_weights", False)
+    if master and training["dtype"] not in ("fp16", "bf16"):
+        raise InputError(f"master weights are fp32 copies of fp16 or bf16 parameters; expected "
+                         f"dtype fp16 or bf16, got {training['dtype']}", file=file,
+                         path="$.training.master_weights")
     if data["batch_size"] % data.get("micro_batches", 1):
         raise InputError(f"expected micro_batches to divide batch_size ({data['batch_size']}), "
                          f"got {data['micro_batches']}", file=file, path="$.data.micro_batches")
@@ -124,8 +148,11 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
                             checkpointing=training.get("checkpointing", "none"),
                             autocast=None if amp == "none" else amp,
                             weight_quantization=training.get("weight_quantization")),
-        loss_scaling=training.get("loss_scaling", amp == "fp16"), path=file,
-        dataset=dataset, loader=parse_loader(data.get("loader", {}), dataset, file))
+        loss_scaling=training.get("loss_scaling", amp == "fp16"
+                                  or (master and training["dtype"] == "fp16")), path=file,
+        dataset=dataset, loader=parse_loader(data.get("loader", {}), dataset, file),
+        grad_clip=GradClipSpec(**training["grad_clip"]) if "grad_clip" in training else None,
+        master_weights=master)
 
 
 def _benchmark(raw: dict, file: str) -> WorkloadSpec:

@@ -34,7 +34,8 @@ def build_trace(spec: WorkloadSpec) -> Trace:
         if i < k - 1:  # the loop's variables move on to the next micro-batch
             logits.retained = loss.retained = False
     b.op_prefix = ""
-    optimizers.step(b, spec.optimizer, unscale=spec.loss_scaling)
+    optimizers.step(b, spec.optimizer, unscale=spec.loss_scaling, clip=spec.grad_clip,
+                    master_weights=spec.master_weights)
     trace = b.trace()
     total = sum(t.nbytes for t in trace.tensors)
     if total > MAX_STEP_BYTES:

@@ -13,10 +13,11 @@ keeps them on the device and increments them with one more kernel.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from simulator.config.workload import OptimizerSpec
-from simulator.workload.builder import TraceBuilder
+from simulator.config.workload import GradClipSpec, OptimizerSpec
+from simulator.workload.builder import TraceBuilder, part
 from simulator.workload.trace import Category, Phase, Tensor
 
 TMP = "tmp_"  # names of per-parameter temporaries start with this
@@ -33,7 +34,9 @@ class Kernel:
 class Update:
     state: tuple[str, ...]           # parameter-sized state tensors
     kernels: tuple[Kernel, ...]
-    held: str | None = None          # the for_loop variable that outlives its parameter
+    # for_loop: the Python variables that outlive their parameter, as (temporary, the kernel
+    # after which the variable holds the next parameter's)
+    held: tuple[tuple[str, str], ...] = ()
     step_counter: bool = True
 
 
@@ -79,7 +82,7 @@ def update_for(spec: OptimizerSpec) -> Update:
                    k("denom_div", (TMP + "denom",), (TMP + "denom",)),
                    k("denom_add_eps", (TMP + "denom",), (TMP + "denom",))]
         ks.append(k("param_addcdiv", ("param", "exp_avg", TMP + "denom"), ("param",)))
-        return Update(state, tuple(ks), held=TMP + "denom")
+        return Update(state, tuple(ks), held=((TMP + "denom", "add_eps"),))
     if kind == "adamax":
         ks, g = _decay(spec, decoupled=False)
         ks += [k("exp_avg_lerp", ("exp_avg", g), ("exp_avg",)),
@@ -88,7 +91,8 @@ def update_for(spec: OptimizerSpec) -> Update:
                k("norm_add_eps", (TMP + "norm",), (TMP + "norm",)),
                k("exp_inf_maximum", ("exp_inf", TMP + "norm"), ("exp_inf",)),
                k("param_addcdiv", ("param", "exp_avg", "exp_inf"), ("param",))]
-        return Update(("exp_avg", "exp_inf"), tuple(ks), held=TMP + "norm")
+        return Update(("exp_avg", "exp_inf"), tuple(ks),
+                      held=((TMP + "norm", "norm_add_eps"),))
     if kind == "rmsprop":
         ks, g = _decay(spec, decoupled=False)
         state = ("square_avg",)
@@ -109,32 +113,114 @@ def update_for(spec: OptimizerSpec) -> Update:
                    k("param_update", ("param", "momentum_buffer"), ("param",))]
         else:
             ks.append(k("param_addcdiv", ("param", g, TMP + "avg"), ("param",)))
-        return Update(state, tuple(ks), held=TMP + "avg")
+        assigned = "avg_sqrt" if spec.centered else "avg_add_eps"
+        return Update(state, tuple(ks), held=((TMP + "avg", assigned),))
     if kind == "adagrad":
         ks, g = _decay(spec, decoupled=False)
         ks += [k("sum_addcmul", ("sum", g), ("sum",)),
                k("std_sqrt", ("sum",), (TMP + "std",)),
                k("std_add_eps", (TMP + "std",), (TMP + "std",)),
                k("param_addcdiv", ("param", g, TMP + "std"), ("param",))]
-        return Update(("sum",), tuple(ks), held=TMP + "std")
+        return Update(("sum",), tuple(ks), held=((TMP + "std", "std_add_eps"),))
+    if kind == "bert_adam":  # its step after clipping the gradient (_step_group), line by line
+        ks = [k("next_m_scale", ("next_m",), ("next_m",)),         # next_m.mul_(b1)
+              k("next_m_add_grad", ("next_m", "grad"), ("next_m",)),  # .add_(1 - b1, grad)
+              k("next_v_scale", ("next_v",), ("next_v",)),
+              k("next_v_addcmul", ("next_v", "grad"), ("next_v",)),
+              k("sqrt", ("next_v",), (TMP + "root",)),             # next_v.sqrt() + e
+              k("add_eps", (TMP + "root",), (TMP + "denom",)),
+              k("update_div", ("next_m", TMP + "denom"), (TMP + "update",))]
+        if spec.weight_decay:  # update += weight_decay * p.data
+            ks += [k("decay_scale", ("param",), (TMP + "decay",)),
+                   k("update_add_decay", (TMP + "update", TMP + "decay"), (TMP + "update",))]
+        ks += [k("update_with_lr", (TMP + "update",), (TMP + "update_with_lr",)),
+               k("negate", (TMP + "update_with_lr",), (TMP + "negated",)),
+               k("param_add", ("param", TMP + "negated"), ("param",))]
+        return Update(("next_m", "next_v"), tuple(ks), step_counter=False,
+                      held=((TMP + "update", "update_div"),
+                            (TMP + "update_with_lr", "update_with_lr")))
     raise ValueError(f"unknown optimizer {kind}")  # the schema's enum is tested against this
 
 
-def step(b: TraceBuilder, spec: OptimizerSpec, unscale: bool = False) -> None:
-    """Append the optimizer phase to the trace (after GradScaler's unscale, when scaling)."""
+def step(b: TraceBuilder, spec: OptimizerSpec, unscale: bool = False,
+         clip: GradClipSpec | None = None, master_weights: bool = False) -> None:
+    """Append the optimizer phase to the trace: the gradients unscaled (GradScaler's check, or
+    apex's copy into fp32 master gradients), clipped, then the update of each parameter group,
+    and the fp32 masters copied back into the model's parameters."""
     b.phase = Phase.OPTIMIZER
     params = [p for p in b.parameters if p.requires_grad]  # frozen weights are not stepped
     grads = [b.param_grad(p) for p in params]
-    if unscale:  # _amp_foreach_non_finite_check_and_unscale_: every gradient read and written
+    model_params = params
+    if master_weights:  # apex amp O2's multi_tensor_scale: fp16 gradients into fp32 masters'
+        params = [_state_tensor(b, p, "master", dtype="fp32") for p in model_params]
+        masters_grads = [b.tensor(f"{p.name}.master_grad", p.shape, Category.GRADIENT, "fp32")
+                         for p in model_params]
+        found = [b.temporary("loss_scaler.overflow", (1,), "fp32")] if unscale else []
+        b.op("master_weights.unscale_grads" if unscale else "master_weights.copy_grads",
+             "optimizer", grads, [*masters_grads, *found], list_length=len(grads))
+        grads = masters_grads
+    elif unscale:  # _amp_foreach_non_finite_check_and_unscale_: every gradient read and written
         found_inf = b.temporary("grad_scaler.found_inf", (1,), "fp32")
         b.op("grad_scaler.unscale", "optimizer", grads, [*grads, found_inf],
              list_length=len(grads))
+    if clip is not None:
+        clip_grad_norm(b, grads, clip.implementation, "grad_clip")
+    for group_spec, idx in _groups(spec, params):
+        _step_group(b, group_spec, [params[i] for i in idx], [grads[i] for i in idx])
+    if master_weights:
+        b.op("master_weights.copy_to_model", "optimizer", params, model_params,
+             list_length=len(params))
+
+
+def _groups(spec: OptimizerSpec, params: list[Tensor]) -> list[tuple[OptimizerSpec, list[int]]]:
+    """The parameter groups torch.optim steps one after the other: one, or with
+    weight_decay_on "matrices" the decayed weights, then the 1-D biases and norm scales."""
+    if spec.weight_decay_on != "matrices":
+        return [(spec, list(range(len(params))))]
+    decayed = [i for i, p in enumerate(params) if len(p.shape) >= 2]
+    kept = [i for i, p in enumerate(params) if len(p.shape) < 2]
+    return [(s, idx) for s, idx in ((spec, decayed),
+                                    (dataclasses.replace(spec, weight_decay=0.0), kept)) if idx]
+
+
+def clip_grad_norm(b: TraceBuilder, grads: list[Tensor], implementation: str,
+                   prefix: str) -> None:
+    """torch.nn.utils.clip_grad_norm_: each gradient's norm, their norm, the clip coefficient
+    (max_norm over it plus 1e-6, clamped to 1), every gradient scaled by it. foreach: the
+    norms and the scaling are one multi-tensor kernel each; for_loop: one per gradient."""
+    n = len(grads)
+    norms = b.temporary(f"{prefix}.norms", (n,), "fp32")
+    if implementation == "foreach":
+        b.op(f"{prefix}.norms", "optimizer", grads, [norms], list_length=n)
+    else:
+        for g in grads:
+            b.op(f"{prefix}.norm.{g.name}", "reduction", [g], [part(norms, 4)])
+    stacked = b.temporary(f"{prefix}.stacked", (n,), "fp32")
+    b.op(f"{prefix}.stack", "copy", [norms], [stacked])
+    total = b.temporary(f"{prefix}.total_norm", (), "fp32")
+    b.op(f"{prefix}.total_norm", "reduction", [stacked], [total])
+    coef = b.temporary(f"{prefix}.coef", (), "fp32")
+    for step_name in ("add_eps", "div", "clamp"):  # max_norm / (total + 1e-6), clamp(max=1)
+        b.op(f"{prefix}.coef_{step_name}", "elementwise", [total], [coef])
+    if implementation == "foreach":
+        b.op(f"{prefix}.scale", "optimizer", [*grads, coef], grads, list_length=n)
+    else:
+        for g in grads:
+            b.op(f"{prefix}.scale.{g.name}", "elementwise", [g, coef], [g])
+
+
+def _step_group(b: TraceBuilder, spec: OptimizerSpec, params: list[Tensor],
+                grads: list[Tensor]) -> None:
     rule = update_for(spec)
     state = {name: [_state_tensor(b, p, name, dtype=spec.state_dtype) for p in params]
              for name in rule.state}
     lists = {"param": params, "grad": grads, **state}
     name = spec.type
+    clip_each = spec.type == "bert_adam" and spec.max_grad_norm > 0
     if spec.implementation == "fused":
+        if clip_each:  # each gradient's norm first: the kernel scales as it reads
+            norms = b.temporary(f"{name}.grad_norms", (len(grads),), "fp32")
+            b.op(f"{name}.grad_norms", "optimizer", grads, [norms], list_length=len(grads))
         reads = [params, grads] + [state[s] for s in rule.state]
         writes = [params] + [state[s] for s in rule.state]
         if rule.step_counter:
@@ -148,26 +234,41 @@ def step(b: TraceBuilder, spec: OptimizerSpec, unscale: bool = False) -> None:
              [t for group in writes for t in group], list_length=len(params))
         return
     if spec.implementation == "foreach":  # each kernel over every parameter at once
+        if clip_each:
+            _clip_each_foreach(b, name, grads)
         _emit(b, rule, name, range(len(params)), lists)
         return
-    # for_loop: the kernels parameter by parameter; the held variable of one parameter is
+    # for_loop: the kernels parameter by parameter; a held variable of one parameter is
     # released when the next parameter's is assigned
-    previous: Tensor | None = None
+    previous: dict[str, Tensor] = {}
     for i, p in enumerate(params):
+        if clip_each:
+            clip_grad_norm(b, [grads[i]], "for_loop", f"{name}.{p.name}.clip")
         temps, assigned_at = _emit(b, rule, f"{name}.{p.name}", [i], lists)
-        if previous is not None:
-            b.release_at(previous, assigned_at if assigned_at is not None else len(b.ops) - 1)
-        previous = temps[rule.held][0] if rule.held in temps else None
-    if previous is not None:
-        b.release_at(previous, len(b.ops) - 1)
+        for held, t in previous.items():
+            at = assigned_at.get(held)
+            b.release_at(t, at if at is not None else len(b.ops) - 1)
+        previous = {h: temps[h][0] for h, _ in rule.held if h in temps}
+    for t in previous.values():
+        b.release_at(t, len(b.ops) - 1)
+
+
+def _clip_each_foreach(b: TraceBuilder, name: str, grads: list[Tensor]) -> None:
+    """BertAdam's clipping of each gradient to its own norm, as multi-tensor kernels."""
+    n = len(grads)
+    norms = b.temporary(f"{name}.grad_norms", (n,), "fp32")
+    b.op(f"{name}.grad_norms", "optimizer", grads, [norms], list_length=n)
+    b.op(f"{name}.clip_coefs", "optimizer", [norms], [norms])
+    b.op(f"{name}.clip_scale", "optimizer", [*grads, norms], grads, list_length=n)
 
 
 def _emit(b: TraceBuilder, rule: Update, prefix: str, idx, lists: dict[str, list[Tensor]]):
     """The rule's kernels over the parameters at `idx`, each kernel one op. Returns the
-    temporaries made (name -> one per parameter) and the op that reassigns the held variable."""
+    temporaries made (name -> one per parameter) and, per held variable, the op that assigns
+    it."""
     params = lists["param"]
     temps: dict[str, list[Tensor]] = {}
-    assigned_at = None
+    assigned_at: dict[str, int] = {}
     for kern in rule.kernels:
         for out in kern.writes:
             if out.startswith(TMP) and out not in temps:
@@ -180,8 +281,9 @@ def _emit(b: TraceBuilder, rule: Update, prefix: str, idx, lists: dict[str, list
 
         op = b.op(f"{prefix}.{kern.name}", "optimizer", tensors(kern.reads), tensors(kern.writes),
                   list_length=len(idx))
-        if assigned_at is None and rule.held in kern.writes and rule.held in kern.reads:
-            assigned_at = op.index
+        for held, after in rule.held:
+            if kern.name == after:
+                assigned_at[held] = op.index
     return temps, assigned_at
 
 
