@@ -244,7 +244,7 @@ def _step_group(b: TraceBuilder, spec: OptimizerSpec, params: list[Tensor],
     for i, p in enumerate(params):
         if clip_each:
             clip_grad_norm(b, [grads[i]], "for_loop", f"{name}.{p.name}.clip")
-        temps, assigned_at = _emit(b, rule, f"{name}.{p.name}", [i], lists)
+        temps, assigned_at = _emit(b, rule, f"{name}.{p.name}", [i], lists, many=False)
         for held, t in previous.items():
             at = assigned_at.get(held)
             b.release_at(t, at if at is not None else len(b.ops) - 1)
@@ -262,7 +262,8 @@ def _clip_each_foreach(b: TraceBuilder, name: str, grads: list[Tensor]) -> None:
     b.op(f"{name}.clip_scale", "optimizer", [*grads, norms], grads, list_length=n)
 
 
-def _emit(b: TraceBuilder, rule: Update, prefix: str, idx, lists: dict[str, list[Tensor]]):
+def _emit(b: TraceBuilder, rule: Update, prefix: str, idx, lists: dict[str, list[Tensor]],
+          many: bool = True):
     """The rule's kernels over the parameters at `idx`, each kernel one op. Returns the
     temporaries made (name -> one per parameter) and, per held variable, the op that assigns
     it."""
@@ -279,8 +280,10 @@ def _emit(b: TraceBuilder, rule: Update, prefix: str, idx, lists: dict[str, list
             return [t for n in names for t in (temps[n] if n in temps
                                                else [lists[n][i] for i in idx])]
 
-        op = b.op(f"{prefix}.{kern.name}", "optimizer", tensors(kern.reads), tensors(kern.writes),
-                  list_length=len(idx))
+        # a foreach kernel walks tensor lists; a for_loop one is a plain single-tensor ATen op,
+        # dispatched as any elementwise op is (gpu/dispatch.py)
+        op = b.op(f"{prefix}.{kern.name}", "optimizer" if many else "elementwise",
+                  tensors(kern.reads), tensors(kern.writes), list_length=len(idx))
         for held, after in rule.held:
             if kern.name == after:
                 assigned_at[held] = op.index
