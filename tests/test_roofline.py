@@ -95,7 +95,7 @@ def test_schema_enums_match_generators():
         "encoder_decoder_transformer", "sequential_cnn", "decoder_only_transformer",
         "encoder_only_transformer", "resnet"}
     assert set(wl["$defs"]["optimizer"]["properties"]["type"]["enum"]) == {
-        "sgd", "adam", "adamw", "adamax", "rmsprop", "adagrad"}
+        "sgd", "adam", "adamw", "adamax", "rmsprop", "adagrad", "bert_adam"}
 
 
 def test_half_precision_halves_bytes_and_uses_tensor_cores():
