@@ -1,4 +1,5 @@
-"""`run --out DIR`: the plots and the HTML report are produced, valid, and agree with the JSON."""
+"""`run` reports: the plots and the HTML report of `--out DIR` are produced, valid, and agree with
+the JSON; the header says how the step updates the parameters."""
 
 import base64
 import html as htmllib
@@ -8,6 +9,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import matplotlib.image as mpimg
+from conftest import REPO
 
 from simulator.cli import main
 from simulator.report.text import CHANGE_NAMES
@@ -98,3 +100,19 @@ def test_memory_section_holds_the_reserve_to_the_capacity_too():
     lines = memory_lines(tight)
     assert any("reserved, DOES NOT FIT" in line for line in lines)
     assert any("what would make it fit: python -m simulator memory" in line for line in lines)
+
+
+def test_run_says_how_the_step_updates_the_parameters(capsys, write_json):
+    """Clipping and master weights are in the text header and the JSON document."""
+    doc = json.loads((REPO / "workloads" / "cnn.json").read_text())
+    doc["training"].update(dtype="fp16", master_weights=True,
+                           grad_clip={"max_norm": 0.5, "implementation": "for_loop"})
+    path = write_json(doc, "o2.json")
+    assert main(["run", str(path), "--hardware", "t4", "--fidelity", "analytic"]) == 0
+    header = capsys.readouterr().out.splitlines()[2]
+    assert header.endswith("; fp32 master weights, gradients clipped to norm 0.5 (for_loop)")
+    assert main(["run", str(path), "--hardware", "t4", "--fidelity", "analytic", "--json"]) == 0
+    workload = json.loads(capsys.readouterr().out)["workload"]
+    assert workload["master_weights"] is True
+    assert workload["grad_clip"] == {"max_norm": 0.5, "implementation": "for_loop"}
+    assert workload["optimizer"]["weight_decay_on"] == "all"

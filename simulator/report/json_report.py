@@ -73,7 +73,12 @@ def run_doc(r: RunResult) -> dict[str, Any]:
             "dtype": spec.dtype, "batch_size": spec.batch_size, "seq_len": spec.seq_len,
             "src_seq_len": spec.src_seq_len, "tgt_seq_len": spec.tgt_seq_len,
             "optimizer": {"type": spec.optimizer.type,
-                          "implementation": spec.optimizer.implementation},
+                          "implementation": spec.optimizer.implementation,
+                          "weight_decay_on": spec.optimizer.weight_decay_on},
+            "grad_clip": (None if spec.grad_clip is None else
+                          {"max_norm": spec.grad_clip.max_norm,
+                           "implementation": spec.grad_clip.implementation}),
+            "master_weights": spec.master_weights,
             "parameters": trace.parameter_count,
             "parameter_tensors": len(trace.parameters),
             "parameter_bytes": trace.parameter_bytes,

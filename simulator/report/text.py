@@ -112,6 +112,17 @@ def _settings_lines(settings: dict, per_line: int) -> list[str]:
     return ["    " + "  ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
 
 
+def _recipe(spec) -> str:
+    """What the step does around the update beyond the optimizer: clipping, master weights."""
+    parts = []
+    if spec.master_weights:
+        parts.append("fp32 master weights")
+    if spec.grad_clip is not None:
+        parts.append(f"gradients clipped to norm {spec.grad_clip.max_norm:g} "
+                     f"({spec.grad_clip.implementation})")
+    return "; " + ", ".join(parts) if parts else ""
+
+
 def run_report(r: RunResult, top: int = 10) -> str:
     est, trace, spec, hw = r.estimate, r.trace, r.workload, r.hardware
     shape = f"batch {spec.batch_size}" if spec.batch_size else "batch as captured"
@@ -125,7 +136,7 @@ def run_report(r: RunResult, top: int = 10) -> str:
         f"  {spec.model['type']}: {trace.parameter_count:,} parameters in "
         f"{len(trace.parameters)} tensors ({fmt_bytes(trace.parameter_bytes)} {spec.dtype})",
         f"  {shape}; {spec.dtype}; loss {spec.loss}; optimizer {opt.type} ({opt.implementation}),"
-        f" state {fmt_bytes(trace.optimizer_state_bytes)}",
+        f" state {fmt_bytes(trace.optimizer_state_bytes)}" + _recipe(spec),
         f"Hardware  {hardware_line(hw)}",
     ]
     if spec.model["type"] == "stream":  # a memory benchmark: no model, nothing trained
