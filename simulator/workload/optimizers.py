@@ -186,8 +186,9 @@ def _groups(spec: OptimizerSpec, params: list[Tensor]) -> list[tuple[OptimizerSp
 def clip_grad_norm(b: TraceBuilder, grads: list[Tensor], implementation: str,
                    prefix: str) -> None:
     """torch.nn.utils.clip_grad_norm_: each gradient's norm, their norm, the clip coefficient
-    (max_norm over it plus 1e-6, clamped to 1), every gradient scaled by it. foreach: the
-    norms and the scaling are one multi-tensor kernel each; for_loop: one per gradient."""
+    (max_norm over it plus 1e-6, clamped to 1: four scalar kernels), every gradient scaled by
+    it. foreach: the norms and the scaling are one multi-tensor kernel each; for_loop: one per
+    gradient."""
     n = len(grads)
     norms = b.temporary(f"{prefix}.norms", (n,), "fp32")
     if implementation == "foreach":
@@ -200,7 +201,9 @@ def clip_grad_norm(b: TraceBuilder, grads: list[Tensor], implementation: str,
     total = b.temporary(f"{prefix}.total_norm", (), "fp32")
     b.op(f"{prefix}.total_norm", "reduction", [stacked], [total])
     coef = b.temporary(f"{prefix}.coef", (), "fp32")
-    for step_name in ("add_eps", "div", "clamp"):  # max_norm / (total + 1e-6), clamp(max=1)
+    # max_norm / (total + 1e-6): a float over a tensor is its reciprocal times the float
+    # (Tensor.__rtruediv__); then clamp(max=1)
+    for step_name in ("add_eps", "reciprocal", "mul_max_norm", "clamp"):
         b.op(f"{prefix}.coef_{step_name}", "elementwise", [total], [coef])
     if implementation == "foreach":
         b.op(f"{prefix}.scale", "optimizer", [*grads, coef], grads, list_length=n)
