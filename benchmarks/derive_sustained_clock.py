@@ -13,6 +13,9 @@ sustained clock its hardware file states.
 
 Short runs (the card still cool) and the tensor-core rows are printed for comparison: a
 tensor-core GEMM draws less power per FLOP, and a card may hold a higher clock under it.
+Last, per card, each tensor-core family's share over the FP32 one on the largest products:
+about 1 for FP16 on every card here (the 16-bit family, fitted on the H200, holds at the FP32
+runs' clock), well above 1 for TF32 (that family is slower in the model than on these cards).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from simulator.workload.trace import DTYPE_BYTES, Unit  # noqa: E402
 SQUARE_GEMMS = Path(__file__).resolve().parent / "measured" / "torch_mm_square.csv"
 CALLS = 10 + 30       # warm-up and timed calls per size (the source's test.py)
 LONG_RUN_S = 1.0      # runs at least this busy count as running hot
+LARGEST = (8192, 10240)  # the sizes whose runs of every type load the card for a second or so
 
 
 def boost_share(row: dict) -> tuple[float, float]:
@@ -80,7 +84,30 @@ def main() -> int:
         derived = f"{share * boost:.0f} MHz of {boost:.0f}" if boost else "boost not stated"
         stated = f"{hw.sustained_clock_mhz:.0f} MHz" if hw.sustained_clock_mhz else "none"
         print(f"  {card:<10} share {share:.3f}  {derived}  (file states {stated})")
+    sizes = " and ".join(str(n) for n in LARGEST)
+    print(f"\neach kernel family against the FP32 one (mean share of the runs of {sizes} "
+          "squared over the FP32 runs' of the same sizes): 1.0 where the family's fitted "
+          "efficiency holds on the card at one clock")
+    for card, ratios in family_ratios(measured).items():
+        print(f"  {card:<10} " + "  ".join(f"{d} {r:.2f}" for d, r in ratios.items()))
     return 0
+
+
+def family_ratios(measured: list[tuple[dict, float, float]]) -> dict[str, dict[str, float]]:
+    """Per card and dtype, the largest products' mean boost share over the FP32 ones': how far
+    each tensor-core family's fitted efficiency is from the card, if it holds the FP32 clock
+    (the sizes, not a busy time, pick the runs: tensor-core runs of a size are shorter)."""
+    shares: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r, share, _ in measured:
+        if int(r["size"]) in LARGEST:
+            shares[r["card"]][r["dtype"]].append(share)
+    out = {}
+    for card, by_dtype in shares.items():
+        fp32 = by_dtype.get("fp32")
+        if fp32:
+            base = sum(fp32) / len(fp32)
+            out[card] = {d: sum(v) / len(v) / base for d, v in by_dtype.items() if d != "fp32"}
+    return out
 
 
 if __name__ == "__main__":

@@ -111,6 +111,20 @@ def test_the_l4s_sustained_clock_is_what_its_source_gives():
     assert 0.45 < shares["l4"] < 0.55  # power-limited: about half its boost clock
 
 
+def test_the_fp16_family_holds_at_the_clock_the_fp32_runs_give():
+    """The published torch.mm runs of the L4, A40 and RTX A4000: the 16-bit tensor-core family
+    (fitted on the H200) reaches on each the share of the peak the FP32 runs give, within 10 %
+    (1.00-1.07 now); TF32 runs 1.36-1.51 of it (the TF32 family is slow for GA10x and AD10x:
+    docs/validation.md)."""
+    derive = load_benchmark("derive_sustained_clock")
+    with derive.SQUARE_GEMMS.open(newline="") as f:
+        ratios = derive.family_ratios(derive.measure(list(csv.DictReader(f))))
+    assert set(ratios) == {"l4", "a40", "rtx-a4000"}
+    for card, by_dtype in ratios.items():
+        assert abs(by_dtype["fp16"] - 1) <= 0.10, card
+        assert by_dtype["tf32"] > 1.2, card
+
+
 def test_zero_input_convolutions_outrun_gemms_only_on_power_capped_cards():
     """benchmarks/operand_data_power.py: NeuSight's convolutions ran on a zero input, its GEMMs
     on random ones; on the 70-75 W cards the convolutions' best outrun the GEMMs' (T4 x1.29, P4
