@@ -273,6 +273,19 @@ def test_master_weights_default_to_loss_scaling_with_fp16(tmp_path):
     assert not load_workload(str(path)).loss_scaling
 
 
+def test_bert_large_squad_is_nvidias_amp_recipe():
+    """workloads/bert-large-squad.json: BertForQuestionAnswering on bert-large-uncased
+    (334,094,338 parameters: bert-large's encoder and embeddings, no pooler, a 1024 x 2 span
+    head), fp16 weights with fp32 masters, clipped, AdamW in two groups."""
+    spec = load_workload("bert-large-squad")
+    trace = build_trace(spec)
+    assert trace.parameter_count == 334_094_338 and trace.parameter_bytes == 2 * 334_094_338
+    names = [o.name for o in trace.ops_in(Phase.OPTIMIZER)]
+    assert names[0] == "master_weights.unscale_grads" and names[1] == "grad_clip.norms"
+    assert names.count("adamw.fused_step") == 2  # matrices, then biases and LayerNorm weights
+    assert names[-1] == "master_weights.copy_to_model"
+
+
 # --- decoder-only transformers: well-known parameter counts and closed-form FLOPs ----------
 def test_gpt2_small():
     trace = build_trace(load_workload("gpt2-small"))
