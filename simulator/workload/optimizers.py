@@ -165,22 +165,25 @@ def step(b: TraceBuilder, spec: OptimizerSpec, unscale: bool = False,
              list_length=len(grads))
     if clip is not None:
         clip_grad_norm(b, grads, clip.implementation, "grad_clip")
-    for group_spec, idx in _groups(spec, params):
-        _step_group(b, group_spec, [params[i] for i in idx], [grads[i] for i in idx])
+    for label, group_spec, idx in _groups(spec, params):
+        _step_group(b, group_spec, [params[i] for i in idx], [grads[i] for i in idx], label)
     if master_weights:
         b.op("master_weights.copy_to_model", "optimizer", params, model_params,
              list_length=len(params))
 
 
-def _groups(spec: OptimizerSpec, params: list[Tensor]) -> list[tuple[OptimizerSpec, list[int]]]:
-    """The parameter groups torch.optim steps one after the other: one, or with
-    weight_decay_on "matrices" the decayed weights, then the 1-D biases and norm scales."""
+def _groups(spec: OptimizerSpec,
+            params: list[Tensor]) -> list[tuple[str, OptimizerSpec, list[int]]]:
+    """The parameter groups torch.optim steps one after the other, each with the name its
+    ops carry: one, or with weight_decay_on "matrices" the decayed weights, then the 1-D
+    biases and norm scales (`<optimizer>.no_decay`)."""
     if spec.weight_decay_on != "matrices":
-        return [(spec, list(range(len(params))))]
+        return [(spec.type, spec, list(range(len(params))))]
     decayed = [i for i, p in enumerate(params) if len(p.shape) >= 2]
     kept = [i for i, p in enumerate(params) if len(p.shape) < 2]
-    return [(s, idx) for s, idx in ((spec, decayed),
-                                    (dataclasses.replace(spec, weight_decay=0.0), kept)) if idx]
+    groups = [(spec.type, spec, decayed),
+              (f"{spec.type}.no_decay", dataclasses.replace(spec, weight_decay=0.0), kept)]
+    return [g for g in groups if g[2]]
 
 
 def clip_grad_norm(b: TraceBuilder, grads: list[Tensor], implementation: str,
@@ -213,12 +216,11 @@ def clip_grad_norm(b: TraceBuilder, grads: list[Tensor], implementation: str,
 
 
 def _step_group(b: TraceBuilder, spec: OptimizerSpec, params: list[Tensor],
-                grads: list[Tensor]) -> None:
+                grads: list[Tensor], name: str) -> None:
     rule = update_for(spec)
-    state = {name: [_state_tensor(b, p, name, dtype=spec.state_dtype) for p in params]
-             for name in rule.state}
+    state = {key: [_state_tensor(b, p, key, dtype=spec.state_dtype) for p in params]
+             for key in rule.state}
     lists = {"param": params, "grad": grads, **state}
-    name = spec.type
     clip_each = spec.type == "bert_adam" and spec.max_grad_norm > 0
     if spec.implementation == "fused":
         if clip_each:  # each gradient's norm first: the kernel scales as it reads
