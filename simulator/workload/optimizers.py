@@ -224,8 +224,7 @@ def _step_group(b: TraceBuilder, spec: OptimizerSpec, params: list[Tensor],
     clip_each = spec.type == "bert_adam" and spec.max_grad_norm > 0
     if spec.implementation == "fused":
         if clip_each:  # each gradient's norm first: the kernel scales as it reads
-            norms = b.temporary(f"{name}.grad_norms", (len(grads),), "fp32")
-            b.op(f"{name}.grad_norms", "optimizer", grads, [norms], list_length=len(grads))
+            _clip_each_foreach(b, name, grads, scale=False)
         reads = [params, grads] + [state[s] for s in rule.state]
         writes = [params] + [state[s] for s in rule.state]
         if rule.step_counter:
@@ -249,7 +248,7 @@ def _step_group(b: TraceBuilder, spec: OptimizerSpec, params: list[Tensor],
     for i, p in enumerate(params):
         if clip_each:
             clip_grad_norm(b, [grads[i]], "for_loop", f"{name}.{p.name}.clip")
-        temps, assigned_at = _emit(b, rule, f"{name}.{p.name}", [i], lists, many=False)
+        temps, assigned_at = _emit(b, rule, f"{name}.{p.name}", [i], lists, foreach=False)
         for held, t in previous.items():
             at = assigned_at.get(held)
             b.release_at(t, at if at is not None else len(b.ops) - 1)
@@ -258,17 +257,20 @@ def _step_group(b: TraceBuilder, spec: OptimizerSpec, params: list[Tensor],
         b.release_at(t, len(b.ops) - 1)
 
 
-def _clip_each_foreach(b: TraceBuilder, name: str, grads: list[Tensor]) -> None:
-    """BertAdam's clipping of each gradient to its own norm, as multi-tensor kernels."""
+def _clip_each_foreach(b: TraceBuilder, name: str, grads: list[Tensor],
+                       scale: bool = True) -> None:
+    """BertAdam's clipping of each gradient to its own norm, as multi-tensor kernels: the
+    norms, then (`scale`) the coefficients and the scaling, which a fused step does itself."""
     n = len(grads)
     norms = b.temporary(f"{name}.grad_norms", (n,), "fp32")
     b.op(f"{name}.grad_norms", "optimizer", grads, [norms], list_length=n)
-    b.op(f"{name}.clip_coefs", "optimizer", [norms], [norms])
-    b.op(f"{name}.clip_scale", "optimizer", [*grads, norms], grads, list_length=n)
+    if scale:
+        b.op(f"{name}.clip_coefs", "optimizer", [norms], [norms])
+        b.op(f"{name}.clip_scale", "optimizer", [*grads, norms], grads, list_length=n)
 
 
 def _emit(b: TraceBuilder, rule: Update, prefix: str, idx, lists: dict[str, list[Tensor]],
-          many: bool = True):
+          foreach: bool = True):
     """The rule's kernels over the parameters at `idx`, each kernel one op. Returns the
     temporaries made (name -> one per parameter) and, per held variable, the op that assigns
     it."""
@@ -287,7 +289,7 @@ def _emit(b: TraceBuilder, rule: Update, prefix: str, idx, lists: dict[str, list
 
         # a foreach kernel walks tensor lists; a for_loop one is a plain single-tensor ATen op,
         # dispatched as any elementwise op is (gpu/dispatch.py)
-        op = b.op(f"{prefix}.{kern.name}", "optimizer" if many else "elementwise",
+        op = b.op(f"{prefix}.{kern.name}", "optimizer" if foreach else "elementwise",
                   tensors(kern.reads), tensors(kern.writes), list_length=len(idx))
         for held, after in rule.held:
             if kern.name == after:
