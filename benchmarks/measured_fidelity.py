@@ -197,6 +197,11 @@ L4_MODELS = {
     # Face's GPT2LMHeadModel at GPT-3 sizes, as it configured them
     "gpt3-xl": GPT2_LARGE | {"n_layer": 24, "d_model": 3072, "n_head": 24, "context": 2048},
     "gpt3-2.7b": GPT2_LARGE | {"n_layer": 32, "d_model": 2560, "n_head": 32, "context": 2048},
+    # NeuSight's "opt_13", facebook/opt-1.3b: pre-norm, ReLU feed-forward of 8192, tied
+    # embeddings; its eager attention scales q and adds and clamps the causal mask (two passes
+    # over the scores, as GPT-2's divide and mask)
+    "opt-1.3b": GPT2_LARGE | {"vocab_size": 50272, "n_layer": 24, "d_model": 2048, "n_head": 32,
+                              "d_ff": 8192, "context": 2048, "mlp": "relu"},
 }
 
 

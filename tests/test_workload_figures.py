@@ -572,3 +572,19 @@ def test_gelu_new_runs_as_hugging_faces_eight_eager_kernels():
     assert len(kernels(eager, Phase.BACKWARD)) == 3 + 1 + 1 + 1 + 1 + 2
     assert eager.flops() == one.flops()
     assert profile(eager).peak_bytes > profile(one).peak_bytes  # it keeps more for backward
+
+
+def test_relu_mlp_is_one_pass_whose_backward_reads_its_output():
+    """OPT's ReLU feed-forward: one elementwise kernel forward, one threshold_backward reading
+    the gradient and the ReLU's output (not its input), the same bytes as GELU's forward."""
+    spec = load_workload("gpt2-small")
+    gelu = build_trace(dataclasses.replace(spec, model={**spec.model, "mlp": "gelu"}))
+    relu = build_trace(dataclasses.replace(spec, model={**spec.model, "mlp": "relu"}))
+    fwd = [op for op in relu.ops_in(Phase.FORWARD) if op.name == "h.0.mlp.relu"]
+    bwd = [op for op in relu.ops_in(Phase.BACKWARD) if op.name.startswith("h.0.mlp.relu")
+           and "grad_accumulate" not in op.name]
+    assert len(fwd) == 1 and fwd[0].kind == "elementwise" and len(bwd) == 1
+    assert fwd[0].writes[0].tensor in [a.tensor for a in bwd[0].reads]
+    assert fwd[0].reads[0].tensor not in [a.tensor for a in bwd[0].reads]
+    gelu_fwd = next(op for op in gelu.ops_in(Phase.FORWARD) if op.name == "h.0.mlp.gelu")
+    assert fwd[0].bytes_moved == gelu_fwd.bytes_moved

@@ -23,7 +23,7 @@ class DecoderOnlyTransformer:
     context: int = 1024                # learned-position table size
     positions: str = "learned"         # learned | rotary
     norm: str = "layernorm"            # layernorm | rmsnorm
-    mlp: str = "gelu"                  # gelu | gelu_new (Hugging Face GPT-2, eager) | swiglu
+    mlp: str = "gelu"                  # gelu | gelu_new (Hugging Face GPT-2, eager) | relu | swiglu
     bias: bool = True
     tie_embeddings: bool = True
     dropout: float = 0.0
@@ -134,8 +134,9 @@ def build(b: TraceBuilder, m: DecoderOnlyTransformer, batch: int,
             h = L.linear(b, L.silu_mul(b, g, u, f"{p}.mlp.act"), *blk["down"],
                          f"{p}.mlp.down_proj")
         else:
-            act = L.gelu_new if m.mlp == "gelu_new" else L.gelu
-            h = act(b, L.linear(b, h, *blk["fc"], f"{p}.mlp.c_fc"), f"{p}.mlp.gelu")
+            act, act_name = ((L.relu, "relu") if m.mlp == "relu" else
+                             (L.gelu_new if m.mlp == "gelu_new" else L.gelu, "gelu"))
+            h = act(b, L.linear(b, h, *blk["fc"], f"{p}.mlp.c_fc"), f"{p}.mlp.{act_name}")
             h = L.linear(b, h, *blk["proj"], f"{p}.mlp.c_proj")
         x = L.add(b, x, L.dropout(b, h, m.dropout, f"{p}.mlp.dropout"), f"{p}.mlp.residual")
         return x
