@@ -63,6 +63,12 @@ def measure(rows: list[dict]) -> list[tuple[dict, float, float]]:
     return [(r, *boost_share(r)) for r in rows]
 
 
+def measured_runs() -> list[tuple[dict, float, float]]:
+    """Every published run (SQUARE_GEMMS), measured."""
+    with SQUARE_GEMMS.open(newline="") as f:
+        return measure(list(csv.DictReader(f)))
+
+
 def derive(measured: list[tuple[dict, float, float]]) -> dict[str, float]:
     """Per card, the mean boost share of its long FP32 runs."""
     long_runs: dict[str, list[float]] = defaultdict(list)
@@ -73,8 +79,7 @@ def derive(measured: list[tuple[dict, float, float]]) -> dict[str, float]:
 
 
 def main() -> int:
-    with SQUARE_GEMMS.open(newline="") as f:
-        measured = measure(list(csv.DictReader(f)))
+    measured = measured_runs()
     print(f"{'card':<10} {'dtype':<5} {'size':>6} {'TFLOP/s':>8} {'busy s':>7} "
           f"{'clock share of boost':>21}")
     for r, share, busy_s in measured:

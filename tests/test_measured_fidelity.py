@@ -1,6 +1,5 @@
 """benchmarks/measured_fidelity.py: its JSON contract, and that each case is what it names."""
 
-import csv
 
 import pytest
 from conftest import REPO, load_benchmark
@@ -12,6 +11,17 @@ from simulator.pipeline import analyze
 @pytest.fixture(scope="module")
 def harness():
     return load_benchmark("measured_fidelity")
+
+
+@pytest.fixture(scope="module")
+def derive():
+    return load_benchmark("derive_sustained_clock")
+
+
+@pytest.fixture(scope="module")
+def mm_runs(derive):
+    """The published torch.mm runs, each with its boost share and busy seconds."""
+    return derive.measured_runs()
 
 
 def test_the_json_document_has_every_class_and_its_errors(harness):
@@ -100,42 +110,35 @@ def test_l4_training_phases_hold_their_accuracy(harness):
         assert abs(r["error"]) <= 0.20, r["case"]
 
 
-def test_the_l4s_sustained_clock_is_what_its_source_gives():
+def test_the_l4s_sustained_clock_is_what_its_source_gives(derive, mm_runs):
     """hardware/l4.json states the clock benchmarks/derive_sustained_clock.py reads off the
     published torch.mm runs: a change to the kernel model or the data moves both or fails."""
-    module = load_benchmark("derive_sustained_clock")
-    with module.SQUARE_GEMMS.open(newline="") as f:
-        shares = module.derive(module.measure(list(csv.DictReader(f))))
+    shares = derive.derive(mm_runs)
     hw = load_hardware("l4")
     assert hw.sustained_clock_mhz == pytest.approx(shares["l4"] * hw.boost_clock_mhz, rel=0.01)
     assert 0.45 < shares["l4"] < 0.55  # power-limited: about half its boost clock
 
 
-def test_the_fp16_family_holds_at_the_clock_the_fp32_runs_give():
+def test_the_fp16_family_holds_at_the_clock_the_fp32_runs_give(derive, mm_runs):
     """The published torch.mm runs of the L4, A40, RTX A4000, Titan RTX and two RTX 2080 Ti:
     the 16-bit tensor-core family (fitted on the H200) reaches on each the share of the peak
     the FP32 runs give, within 15 % (0.89-1.07 now; the Titan RTX at its file's half-rate FP32
     accumulate, 0.53 at the full 130.5 TFLOPS); TF32 runs 1.36-1.51 of it on the cards that
     have it (the TF32 family is slow for GA10x and AD10x: docs/validation.md)."""
-    derive = load_benchmark("derive_sustained_clock")
-    with derive.SQUARE_GEMMS.open(newline="") as f:
-        ratios = derive.family_ratios(derive.measure(list(csv.DictReader(f))))
+    ratios = derive.family_ratios(mm_runs)
     assert set(ratios) == {"l4", "a40", "rtx-a4000", "titan-rtx", "rtx-2080-ti"}
     for card, by_dtype in ratios.items():
         assert abs(by_dtype["fp16"] - 1) <= 0.15, card
-        if card not in ("titan-rtx", "rtx-2080-ti"):  # Turing has no TF32
+        if load_hardware(card).peak_tflops["tf32_tensor"]:  # Turing has none
             assert by_dtype["tf32"] > 1.2, card
 
 
-def test_the_titan_rtxs_fp16_runs_match_geforce_turings_half_rate():
+def test_the_titan_rtxs_fp16_runs_match_geforce_turings_half_rate(mm_runs):
     """hardware/titan-rtx.json states FP32-accumulate tensor math at half its datasheet's 130.5
     TFLOPS. Its torch.mm runs of 2048 squared, too short to lower the clock, reach 1.49 of that
     half rate, as two RTX 2080 Ti reach 1.46 and 1.51 of theirs; at the full rate it would be
     0.75."""
-    derive = load_benchmark("derive_sustained_clock")
-    with derive.SQUARE_GEMMS.open(newline="") as f:
-        measured = derive.measure(list(csv.DictReader(f)))
-    short = {(r["card"], r["device_name"]): share for r, share, _ in measured
+    short = {(r["card"], r["device_name"]): share for r, share, _ in mm_runs
              if r["dtype"] == "fp16" and int(r["size"]) == 2048}
     titan = short[("titan-rtx", "NVIDIA TITAN RTX")]
     geforce = [s for (card, _), s in short.items() if card == "rtx-2080-ti"]

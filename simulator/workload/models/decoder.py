@@ -46,6 +46,12 @@ class DecoderOnlyTransformer:
         return self.head_dim or self.d_model // self.n_head
 
 
+# the feed-forward's activation per `mlp` (swiglu aside) and the name its op takes: both GELUs
+# are "gelu", so an op keeps its name whichever form runs
+ACTIVATIONS = {"gelu": (L.gelu, "gelu"), "gelu_new": (L.gelu_new, "gelu"),
+               "relu": (L.relu, "relu")}
+
+
 def _norm(b, m, x, w, name) -> Tensor:
     if m.norm == "rmsnorm":
         return L.rms_norm(b, x, w[0], name)
@@ -134,8 +140,7 @@ def build(b: TraceBuilder, m: DecoderOnlyTransformer, batch: int,
             h = L.linear(b, L.silu_mul(b, g, u, f"{p}.mlp.act"), *blk["down"],
                          f"{p}.mlp.down_proj")
         else:
-            act, act_name = ((L.relu, "relu") if m.mlp == "relu" else
-                             (L.gelu_new if m.mlp == "gelu_new" else L.gelu, "gelu"))
+            act, act_name = ACTIVATIONS[m.mlp]
             h = act(b, L.linear(b, h, *blk["fc"], f"{p}.mlp.c_fc"), f"{p}.mlp.{act_name}")
             h = L.linear(b, h, *blk["proj"], f"{p}.mlp.c_proj")
         x = L.add(b, x, L.dropout(b, h, m.dropout, f"{p}.mlp.dropout"), f"{p}.mlp.residual")
