@@ -16,6 +16,7 @@ from simulator.gpu.convolution import conv_algorithms, is_weight_grad
 from simulator.gpu.dispatch import DISPATCH_US, ISSUE_SHARE, dispatch_s
 from simulator.pipeline import Step
 from simulator.replay import SEPARATION, replay, separation
+from simulator.replay.bottleneck import timeline_s
 from simulator.workload import layers as L
 from simulator.workload.builder import TraceBuilder
 from simulator.workload.trace import Category, Unit
@@ -34,13 +35,17 @@ def _conv(c_in=64, c_out=64, size=28, kernel=3, stride=1, dtype="fp32", tf32=Fal
     return b.trace()
 
 
-def _elementwise_chain(n: int, rows: int, execution: Execution | None = None):
+def _elementwise_chain(n: int, rows: int, execution: Execution | None = None,
+                       rows_first: int | None = None, wait_after_first: bool = False):
+    """n relus one after another; the first on `rows_first` rows where given, and read on
+    the host (`.item()`-like) after it where `wait_after_first`."""
     b = TraceBuilder("chain", "fp32", execution)
-    x = b.tensor("x", (rows, 256), Category.INPUT)
+    x = b.tensor("x", (rows_first or rows, 256), Category.INPUT)
     for i in range(n):
-        y = b.activation(f"relu{i}.out", (rows, 256), x)
-        b.op(f"relu{i}", "elementwise", [x], [y])
-        x = y
+        shape = (rows_first or rows, 256) if i == 0 else (rows, 256)
+        y = b.activation(f"relu{i}.out", shape, x)
+        b.op(f"relu{i}", "elementwise", [x], [y], host_waits=wait_after_first and i == 0)
+        x = y if i else b.tensor("x1", (rows, 256), Category.INPUT)
     return b.trace()
 
 
@@ -209,6 +214,29 @@ def test_tiny_kernels_leave_the_step_host_bound_and_long_ones_hide_the_host(t4):
     big = replay(_elementwise_chain(n, 1 << 16), t4, "sampled")  # 64 MiB each: ~0.4 ms
     idle = sum(o.launch_s for o in big.ops)
     assert idle < per_op + n * 3e-6  # only the first waits on the host; then the launch gaps
+
+
+def test_a_result_read_on_the_host_stops_the_host_running_ahead(t4):
+    """A long kernel, then tiny ones: the host dispatches the tiny ones while the long one runs,
+    unless it waits for the long one's result; then the GPU waits a full dispatch for the first
+    tiny kernel and the host's issue time for each after it."""
+    n, big = 40, 1 << 16  # the first relu over 64 MiB: about 0.4 ms on the T4
+    ahead = replay(_elementwise_chain(n, 64, rows_first=big), t4, "sampled")
+    waits = replay(_elementwise_chain(n, 64, rows_first=big, wait_after_first=True), t4,
+                   "sampled")
+    per_op = DISPATCH_US["elementwise"] * 1e-6
+    issue = per_op * ISSUE_SHARE["elementwise"]
+    first_end = waits.ops[0].time_s
+    assert first_end == pytest.approx(ahead.ops[0].time_s)
+    assert waits.step_time_s == pytest.approx(first_end + per_op + (n - 2) * issue + 2e-6,
+                                              rel=0.02)
+    assert ahead.step_time_s < first_end + n * 3e-6  # the tiny kernels back to back
+    assert waits.ops[1].launch_s == pytest.approx(per_op + 2e-6)
+    # the what-if timelines (replay/bottleneck.py) tell the same story as the replay
+    for est in (ahead, waits):
+        busy = [max(o.compute_s, o.memory_s, o.l2_s) for o in est.ops]
+        assert timeline_s([o.op for o in est.ops], busy, 2e-6) == pytest.approx(
+            est.step_time_s, rel=1e-6)
 
 
 # --- reports ----------------------------------------------------------------------------------

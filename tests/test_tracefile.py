@@ -14,7 +14,7 @@ from simulator.workload.memory import profile
 from simulator.workload.trace import Phase
 
 
-@pytest.mark.parametrize("name", ["transformer", "resnet50"])
+@pytest.mark.parametrize("name", ["transformer", "resnet50", "bert-large-squad"])
 def test_round_trip(tmp_path, name):
     trace = build_trace(load_workload(name))
     path = tmp_path / "t.jsonl"
@@ -25,6 +25,7 @@ def test_round_trip(tmp_path, name):
     for phase in Phase:
         assert back.flops(phase) == trace.flops(phase)
     assert [o.bytes_moved for o in back.ops] == [o.bytes_moved for o in trace.ops]
+    assert [o.host_waits for o in back.ops] == [o.host_waits for o in trace.ops]
     assert profile(back).peak_bytes == profile(trace).peak_bytes
     assert not list(tmp_path.glob(".*.tmp"))  # nothing half-written left behind
 

@@ -243,6 +243,37 @@ def test_grad_clip_reads_every_gradient_twice_and_writes_it_once(impl, kernels):
     assert sum(o.bytes_written for o in extra) == pytest.approx(grad_bytes, rel=1e-3)
 
 
+def _waits(spec) -> list[str]:
+    return [o.name for o in build_trace(spec).ops if o.host_waits]
+
+
+def test_the_host_waits_where_the_step_reads_a_result():
+    """GradScaler.step reads found_inf (`.item()`) before a non-fused step, a fused one reads it
+    in its kernel; apex O2 reads its overflow flag; NVIDIA's GradientClipper its norm;
+    PyTorch before 1.10 its clip coefficient, per call (BertAdam: per parameter)."""
+    from simulator.config.workload import Execution, GradClipSpec
+    cnn_spec = variant("cnn")
+    assert _waits(cnn_spec) == []  # fp32, no clipping: the host never waits inside the step
+    amp = dataclasses.replace(cnn_spec, loss_scaling=True)
+    assert _waits(amp) == ["grad_scaler.found_inf.item"]
+    fused = variant("cnn", loss_scaling=True, optimizer={"implementation": "fused"})
+    assert _waits(fused) == []
+    o2 = variant("transformer", dtype="fp16", master_weights=True, loss_scaling=True,
+                 optimizer={"type": "adamw", "implementation": "fused"},
+                 grad_clip=GradClipSpec(max_norm=1.0, implementation="apex"))
+    assert _waits(o2) == ["loss_scaler.overflow.item", "grad_clip.total_norm.item"]
+    bert_adam = variant("cnn", optimizer={"type": "bert_adam", "implementation": "for_loop",
+                                          "max_grad_norm": 1.0})
+    n = len(build_trace(bert_adam).parameters)
+    assert _waits(bert_adam) == []
+    old_torch = dataclasses.replace(bert_adam, execution=Execution(clip_coef_on_host=True))
+    waits = _waits(old_torch)
+    assert len(waits) == n and all(w.endswith(".clip.coef_lt.item") for w in waits)
+    clip = dataclasses.replace(cnn_spec, grad_clip=GradClipSpec(max_norm=1.0),
+                               execution=Execution(clip_coef_on_host=True))
+    assert _waits(clip) == ["grad_clip.coef_lt.item"]
+
+
 def test_master_weights_step_fp32_copies_of_fp16_parameters():
     """apex O2: fp16 gradients unscaled into fp32 master gradients, Adam on the masters (fp32
     state), the masters copied back into the fp16 model."""
@@ -276,12 +307,14 @@ def test_master_weights_default_to_loss_scaling_with_fp16(tmp_path):
 def test_bert_large_squad_is_nvidias_amp_recipe():
     """workloads/bert-large-squad.json: BertForQuestionAnswering on bert-large-uncased
     (334,094,338 parameters: bert-large's encoder and embeddings, no pooler, a 1024 x 2 span
-    head), fp16 weights with fp32 masters, clipped, AdamW in two groups."""
+    head), fp16 weights with fp32 masters, the overflow flag and the gradient norm read on the
+    host, clipped, AdamW in two groups."""
     spec = load_workload("bert-large-squad")
     trace = build_trace(spec)
     assert trace.parameter_count == 334_094_338 and trace.parameter_bytes == 2 * 334_094_338
     names = [o.name for o in trace.ops_in(Phase.OPTIMIZER)]
-    assert names[0] == "master_weights.unscale_grads" and names[1] == "grad_clip.norms"
+    assert names[:5] == ["master_weights.unscale_grads", "loss_scaler.overflow.item",
+                         "grad_clip.l2norm", "grad_clip.total_norm.item", "grad_clip.scale"]
     # the matrices, then the biases and LayerNorm weights
     assert [n for n in names if n.endswith("fused_step")] == ["adamw.fused_step",
                                                               "adamw.no_decay.fused_step"]

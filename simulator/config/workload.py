@@ -26,6 +26,8 @@ class Execution:
     checkpointing: str = "none"       # none | selective (attention cores) | full (every block)
     autocast: str | None = None       # torch.autocast's low-precision type (fp16, bf16) or None
     weight_quantization: str | None = None  # int8: frozen int8 matmul weights, dequantized
+    # clip_grad_norm_ branches on its coefficient on the host (PyTorch before 1.10)
+    clip_coef_on_host: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,9 @@ class GradClipSpec:
     then every gradient scaled by max_norm over it where it is larger."""
 
     max_norm: float
-    implementation: str = "foreach"  # PyTorch 2's default on CUDA; for_loop: one gradient at a time
+    # foreach: PyTorch 2's default on CUDA; for_loop: one gradient at a time; apex: NVIDIA's
+    # GradientClipper (the norm read on the host)
+    implementation: str = "foreach"
 
 
 @dataclass(frozen=True)

@@ -171,19 +171,25 @@ class Replay:
             self.placement.reserved_peak <= self.capacity)
         return StepEstimate(self.hw, self.trace, self.fidelity, self.timed, details)
 
-    def _host(self, env: simpy.Environment, launches: simpy.Store):
+    def _host(self, env: simpy.Environment, launches: simpy.Store,
+              finished: dict[int, simpy.Event]):
         """The host dispatches the step's ops one after another, each at its framework cost,
         and queues their kernels, each ready to launch its full dispatch time after the op's
-        call; it never waits for the GPU (no sync inside a step)."""
+        call. It runs ahead of the GPU except where it reads a result (`host_waits`: an
+        `.item()`, a branch on a tensor): there it waits for the GPU to finish that op, and the
+        GPU then waits for the next ops' dispatch."""
         eager = self.trace.eager
         for op in self.trace.ops:
             called = env.now
             yield env.timeout(issue_s(op, eager))
             yield launches.put((op, called + dispatch_s(op, eager)))
+            if op.host_waits:
+                yield finished[op.index]
 
     def _kernel_stream(self, env: simpy.Environment):
         launches = simpy.Store(env)
-        env.process(self._host(env, launches))
+        finished = {op.index: env.event() for op in self.trace.ops if op.host_waits}
+        env.process(self._host(env, launches, finished))
         bar = None
         if self.progress:
             from tqdm import tqdm
@@ -213,6 +219,8 @@ class Replay:
                                         kc.wave_efficiency,
                                         self.memory.shares(demand.requests, demand.key),
                                         kc.time_s, kc.fixed_s / kc.time_s if kc.time_s else 0.0))
+            if op.host_waits:
+                finished[op.index].succeed()
             if bar is not None:
                 bar.update()
         if bar is not None:

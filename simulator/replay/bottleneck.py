@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from simulator.config.hardware import Hardware
 from simulator.dram.system import Counters, MemorySystem, turnaround_cycles_per_switch
 from simulator.estimate import MEMORY_BOUNDS, OpTime
 from simulator.gpu.compute import launch_overhead_s
 from simulator.gpu.dispatch import dispatch_s, issue_s
 from simulator.gpu.l2 import L2Cache, cache_capacity
+from simulator.workload.trace import Op
 
 CAUSES = ("row_misses", "bank_group_spacing", "read_write_turnaround", "refresh",
           "channel_imbalance", "too_few_requests_in_flight")
@@ -63,12 +62,18 @@ def _split_lost(c: Counters, span_ck: float, ms: MemorySystem, latency_bound: bo
     return {k: lost * v / total for k, v in raw.items()} if total else {}
 
 
-def timeline_s(ready_s: np.ndarray, busy_s: list[float], gap_s: float) -> float:
-    """When the last kernel ends: each starts a launch gap after both it is ready (its host
-    dispatch done, `ready_s`) and the kernel before it has ended (replay's story)."""
-    end = 0.0
-    for ready, busy in zip(ready_s, busy_s, strict=True):
+def timeline_s(ops: list[Op], busy_s: list[float], gap_s: float, eager: bool = True) -> float:
+    """When the last kernel ends, as replay's host and kernel stream tell it: each kernel
+    starts a launch gap after both its host dispatch is done and the kernel before it has
+    ended; the host moves on after each op's issue time, and waits for the GPU at an op whose
+    result it reads (`host_waits`)."""
+    host = end = 0.0
+    for op, busy in zip(ops, busy_s, strict=True):
+        ready = host + dispatch_s(op, eager)
+        host += issue_s(op, eager)
         end = max(end, ready) + gap_s + busy
+        if op.host_waits:
+            host = max(host, end)
     return end
 
 
@@ -111,10 +116,9 @@ def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list,
         busy["l2_bandwidth_+25%"].append(max(o.compute_s, mem, o.l2_s / SPEEDUP))
         busy["l2_capacity_x2"].append(max(o.compute_s, min(l2x2_mem, mem), o.l2_s))
     # kernels that end sooner can leave the GPU waiting on the host: rerun the timeline
-    called = np.concatenate(([0.0], np.cumsum([issue_s(o.op, eager) for o in timed])[:-1]))
-    ready = called + np.array([dispatch_s(o.op, eager) for o in timed])
     gap = launch_overhead_s(hw)
-    what_if = {k: timeline_s(ready, b, gap) for k, b in busy.items()}
+    ops = [o.op for o in timed]
+    what_if = {k: timeline_s(ops, b, gap, eager) for k, b in busy.items()}
     best = min(what_if, key=what_if.get)
     mem_share = sum(v for k, v in by_bound.items() if k in MEMORY_BOUNDS) / step if step else 0.0
     return Bottlenecks(step, mem_share, by_bound,

@@ -118,14 +118,15 @@ class TraceBuilder:
     # --- ops -------------------------------------------------------------------------------
     def op(self, name: str, kind: str, reads: Iterable[AccessLike], writes: Iterable[AccessLike],
            flops: int = 0, unit: Unit = Unit.VECTOR, dtype: str | None = None,
-           math_dtype: str = "", layout: str = "", list_length: int = 1) -> Op:
+           math_dtype: str = "", layout: str = "", list_length: int = 1,
+           host_waits: bool = False) -> Op:
         writes = tuple(_access(a) for a in writes)
         if dtype is None:  # the type of what it computes: its first floating output's
             dtype = next((a.tensor.dtype for a in writes if a.tensor.dtype in FLOAT_DTYPES),
                          self.dtype)
         op = Op(len(self.ops), self.op_prefix + name, kind, self.phase, int(flops),
                 tuple(_access(a) for a in reads), writes, dtype, unit, math_dtype, layout,
-                list_length)
+                list_length, host_waits)
         self.ops.append(op)
         return op
 

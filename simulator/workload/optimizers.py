@@ -158,11 +158,15 @@ def step(b: TraceBuilder, spec: OptimizerSpec, unscale: bool = False,
         found = [b.temporary("loss_scaler.overflow", (1,), "fp32")] if unscale else []
         b.op("master_weights.unscale_grads" if unscale else "master_weights.copy_grads",
              "optimizer", grads, [*masters_grads, *found], list_length=len(grads))
+        if unscale:  # apex's LossScaler.update_scale reads the overflow flag on the host
+            host_read(b, found[0], "loss_scaler.overflow")
         grads = masters_grads
     elif unscale:  # _amp_foreach_non_finite_check_and_unscale_: every gradient read and written
         found_inf = b.temporary("grad_scaler.found_inf", (1,), "fp32")
         b.op("grad_scaler.unscale", "optimizer", grads, [*grads, found_inf],
              list_length=len(grads))
+        if spec.implementation != "fused":  # GradScaler.step: `if not found_inf.item()`; a
+            host_read(b, found_inf, "grad_scaler.found_inf")  # fused step reads it itself
     if clip is not None:
         clip_grad_norm(b, grads, clip.implementation, "grad_clip")
     for label, group_spec, idx in _groups(spec, params):
@@ -186,13 +190,28 @@ def _groups(spec: OptimizerSpec,
     return [g for g in groups if g[2]]
 
 
+def host_read(b: TraceBuilder, t: Tensor, name: str) -> None:
+    """`t.item()` (or a Python branch on `t`): a copy to the host, which waits for the GPU to
+    get there before it dispatches anything more."""
+    b.op(f"{name}.item", "copy", [t], [], host_waits=True)
+
+
 def clip_grad_norm(b: TraceBuilder, grads: list[Tensor], implementation: str,
                    prefix: str) -> None:
     """torch.nn.utils.clip_grad_norm_: each gradient's norm, their norm, the clip coefficient
     (max_norm over it plus 1e-6, clamped to 1: four scalar kernels), every gradient scaled by
     it. foreach: the norms and the scaling are one multi-tensor kernel each; for_loop: one per
-    gradient."""
+    gradient. PyTorch before 1.10 branches on `clip_coef < 1` instead of clamping
+    (`execution.clip_coef_on_host`): the host waits for the GPU at every call. apex: NVIDIA's
+    GradientClipper (DeepLearningExamples' BERT): apex's multi-tensor L2 norm, read on the
+    host (`.item()`), then a multi-tensor scale."""
     n = len(grads)
+    if implementation == "apex":
+        total = b.temporary(f"{prefix}.total_norm", (1,), "fp32")
+        b.op(f"{prefix}.l2norm", "optimizer", grads, [total], list_length=n)
+        host_read(b, total, f"{prefix}.total_norm")
+        b.op(f"{prefix}.scale", "optimizer", grads, grads, list_length=n)
+        return
     norms = b.temporary(f"{prefix}.norms", (n,), "fp32")
     if implementation == "foreach":
         b.op(f"{prefix}.norms", "optimizer", grads, [norms], list_length=n)
@@ -206,8 +225,11 @@ def clip_grad_norm(b: TraceBuilder, grads: list[Tensor], implementation: str,
     coef = b.temporary(f"{prefix}.coef", (), "fp32")
     # max_norm / (total + 1e-6): a float over a tensor is its reciprocal times the float
     # (Tensor.__rtruediv__); then clamp(max=1)
-    for step_name in ("add_eps", "reciprocal", "mul_max_norm", "clamp"):
+    on_host = b.execution.clip_coef_on_host
+    for step_name in ("add_eps", "reciprocal", "mul_max_norm", "lt" if on_host else "clamp"):
         b.op(f"{prefix}.coef_{step_name}", "elementwise", [total], [coef])
+    if on_host:
+        host_read(b, coef, f"{prefix}.coef_lt")
     if implementation == "foreach":
         b.op(f"{prefix}.scale", "optimizer", [*grads, coef], grads, list_length=n)
     else:

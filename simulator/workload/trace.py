@@ -112,6 +112,9 @@ class Op:
     # tensors in each list a multi-tensor (foreach) kernel walks in step; 1: each operand one
     # tensor; 0: not known (a trace file that does not say), read off the shapes
     list_length: int = 0
+    # the host reads what the op computed (`.item()`, a Python branch on a tensor): it waits
+    # for the GPU to finish the op before it dispatches the next one
+    host_waits: bool = False
 
     @property
     def bytes_read(self) -> int:

@@ -5,10 +5,10 @@ name, "source": {the workload file's content, when generated from one}, "tensors
 "causal_attention_flops": F, "eager": true}. Then one line per tensor,
 {"tensor": id, "name", "shape", "dtype", "category", "requires_grad", "retained", "alias_of"},
 then one per op, {"op": index, "name", "kind", "phase", "flops", "dtype", "unit", "math_dtype",
-"layout", "list_length", "reads": [[tensor id, bytes, pattern], ...], "writes": [...]}, then the
-held-tensor releases, {"release": tensor id, "at": op index}. Tensor ids are dense from 0 and
-precede their use, so a reader needs one pass and no look-ahead. The format is described in README
-("Trace files").
+"layout", "list_length", "host_waits", "reads": [[tensor id, bytes, pattern], ...], "writes":
+[...]}, then the held-tensor releases, {"release": tensor id, "at": op index}. Tensor ids are
+dense from 0 and precede their use, so a reader needs one pass and no look-ahead. The format is
+described in README ("Trace files").
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ def records(trace: Trace, source: dict | None = None,
         yield {"op": op.index, "name": op.name, "kind": op.kind, "phase": op.phase.value,
                "flops": op.flops, "dtype": op.dtype, "unit": op.unit.value,
                "math_dtype": op.math_dtype, "layout": op.layout, "list_length": op.list_length,
+               "host_waits": op.host_waits,
                "reads": [[a.tensor.id, a.nbytes, a.pattern.value] for a in op.reads],
                "writes": [[a.tensor.id, a.nbytes, a.pattern.value] for a in op.writes]}
     for tid, at in trace.releases.items():
@@ -149,7 +150,7 @@ def read(path: Path) -> tuple[Trace, dict]:
                     tuple(Access(tensors[i], nb, Pattern(p)) for i, nb, p in rec["reads"]),
                     tuple(Access(tensors[i], nb, Pattern(p)) for i, nb, p in rec["writes"]),
                     rec["dtype"], Unit(rec["unit"]), rec["math_dtype"], rec.get("layout", ""),
-                    rec.get("list_length", 0)))
+                    rec.get("list_length", 0), rec.get("host_waits", False)))
             else:
                 _need(rec["release"] < len(tensors), path, n, "$.release",
                       "expected the id of a tensor listed above")
