@@ -331,6 +331,10 @@ BERT_SQUAD = {
                                             "d_ff": 3072, "head": "question_answering"},
 }
 SQUAD_SEQ_LEN = 384
+# Lambda's runs before this date (none between July 2021 and 2022) used NGC containers of
+# PyTorch before 1.10 (pytorch:20.01 and later, the examples they shipped), whose
+# clip_grad_norm_ reads its coefficient on the host; the 2022 and 2023 runs, later containers
+TORCH_1_10_CONTAINERS = "2022-01-01"
 
 
 def lambda_bert_rows(fidelity: str, keep: Callable[[dict], bool] | None = None) -> list[dict]:
@@ -348,8 +352,11 @@ def lambda_bert_rows(fidelity: str, keep: Callable[[dict], bool] | None = None) 
                             "optimizer": {"type": "adamw", "implementation": "fused",
                                           "weight_decay_on": "matrices"} if amp else
                             {"type": "bert_adam", "weight_decay_on": "matrices"},
-                            "grad_clip": {"max_norm": 1.0}, "master_weights": amp,
-                            "execution": {"attention": "eager", "allow_tf32_matmul": True}}}
+                            "grad_clip": {"max_norm": 1.0, "implementation": "apex"},
+                            "master_weights": amp,
+                            "execution": {"attention": "eager", "allow_tf32_matmul": True,
+                                          "clip_coef_on_host":
+                                              row["run_date"] < TORCH_1_10_CONTAINERS}}}
         step = analyze(_workload(raw, row["model"]), load_hardware(row["hardware"]),
                        fidelity=fidelity).estimate.step_time_s
         measured = int(row["batch_size"]) / float(row["sequences_per_s"])

@@ -88,17 +88,20 @@ def test_resnet50_steps_on_unseen_cards_hold_their_accuracy(harness):
 
 
 def test_bert_squad_steps_are_the_runs_they_name(harness):
-    """A Lambda BERT SQuAD point: BERT-large with the span head at 384 tokens, the script's
-    gradient clipping and BertAdam's loop over the parameters in fp32, its step batch over
-    sequences per second. The Turing cards' fp32 steps come out -11.2 to +2.2 % (this one
-    -3.3 %; without the clipping and BertAdam's own kernels -12.8 %), within 10 % here."""
-    rows = harness.lambda_bert_rows("sampled", keep=lambda r: r["lambda_system"] ==
-                                    "QuadroRTX5000" and r["model"] == "bert_large" and
-                                    r["precision"] == "fp32")
-    assert len(rows) == 1 and rows[0]["case"].startswith(
-        "quadro-rtx-5000 bert_large squad fp32 batch 4")
+    """Lambda BERT SQuAD points: BERT-large with the span head at 384 tokens, the script's
+    gradient clipping (its norm read on the host) and BertAdam's loop over the parameters in
+    fp32, its step batch over sequences per second. Both runs used PyTorch before 1.10, whose
+    clip_grad_norm_ waits for the GPU at each parameter, so the loop runs at the host's pace
+    (the 3070's step at batch 1: -15.7 % without the waits, -0.1 % with them; the Quadro RTX
+    5000's -3.3 and +4.6 %). Within 10 % here."""
+    rows = harness.lambda_bert_rows("sampled", keep=lambda r: r["lambda_system"] in
+                                    ("QuadroRTX5000", "3070") and r["model"] == "bert_large"
+                                    and r["precision"] == "fp32")
+    assert [r["case"].split(" (")[0] for r in rows] == [
+        "quadro-rtx-5000 bert_large squad fp32 batch 4", "rtx-3070 bert_large squad fp32 batch 1"]
     assert rows[0]["measured_ms"] == pytest.approx(4 / 6.68 * 1e3)
-    assert abs(rows[0]["error"]) <= 0.10
+    for r in rows:
+        assert abs(r["error"]) <= 0.10, r["case"]
 
 
 def test_l4_training_phases_hold_their_accuracy(harness):
