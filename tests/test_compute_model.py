@@ -266,6 +266,10 @@ def test_run_reports_the_clocks_and_efficiencies_it_used(t4):
     stream = analyze(str(REPO / "workloads" / "stream.json"), t4, fidelity="sampled")
     assert "host: none per op" in render(stream)  # a native program: no eager dispatch
     assert to_json(stream)["compute_model"]["host_dispatch_us_by_op_kind"] == {}
+    assert doc["compute_model"]["host_waits_per_step"] == 0 and "results it reads" not in text
+    squad = analyze(str(REPO / "workloads" / "bert-large-squad.json"), t4, fidelity="sampled")
+    assert to_json(squad)["compute_model"]["host_waits_per_step"] == 2  # overflow, norm
+    assert "the host waits for the GPU at 2 results it reads" in render(squad)
 
 
 def test_a_tensor_op_on_a_card_without_tensor_units_falls_back_to_the_cuda_cores(t4):

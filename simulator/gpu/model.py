@@ -12,10 +12,11 @@ from simulator.gpu.dispatch import DISPATCH_US
 from simulator.gpu.library import COEFFICIENTS, conv_costs, families
 
 
-def compute_settings(hw: Hardware, eager: bool = True) -> dict[str, Any]:
+def compute_settings(hw: Hardware, eager: bool = True, host_waits: int = 0) -> dict[str, Any]:
     """Clocks, library kernel efficiencies, per-op host cost and launch gap (units in keys).
     `eager`: the trace's ops are dispatched by eager PyTorch (else a captured graph or a
-    native program launches them, at no per-op host cost: the table is empty)."""
+    native program launches them, at no per-op host cost: the table is empty). `host_waits`:
+    the step's results the host reads, each a wait for the GPU."""
     clk = clocks(hw)
     return {
         "clocks": {"boost_MHz": clk.boost_mhz, "sustained_MHz": clk.sustained_mhz,
@@ -25,5 +26,6 @@ def compute_settings(hw: Hardware, eager: bool = True) -> dict[str, Any]:
                     "convolution": asdict(conv_costs()),
                     "coefficients_file": f"simulator/gpu/{COEFFICIENTS.name}"},
         "host_dispatch_us_by_op_kind": dict(DISPATCH_US) if eager else {},
+        "host_waits_per_step": host_waits,
         "kernel_launch_gap_us": launch_overhead_s(hw) * 1e6,
     }

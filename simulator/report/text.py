@@ -33,9 +33,9 @@ def hardware_line(hw: Hardware) -> str:
             f"{m.capacity_bytes / GiB:.0f} GiB")
 
 
-def compute_lines(hw: Hardware, eager: bool = True) -> list[str]:
+def compute_lines(hw: Hardware, eager: bool = True, host_waits: int = 0) -> list[str]:
     """What the replay ran the SMs and the host at (gpu/model.py): absent from analytic."""
-    c = compute_settings(hw, eager)
+    c = compute_settings(hw, eager, host_waits)
     clk, fam = c["clocks"], c["library"]["families"]
     if clk["stated"]:
         clock = (f"SM clock {clk['sustained_MHz']:g} MHz under sustained load of "
@@ -52,7 +52,9 @@ def compute_lines(hw: Hardware, eager: bool = True) -> list[str]:
             (f"  host: eager PyTorch dispatch {min(host.values()):g}-{max(host.values()):g} us "
              "per op by kind" if host else "  host: none per op (a captured CUDA graph or a "
              "native program launches the kernels)") +
-            f"; launch gap {c['kernel_launch_gap_us']:g} us"]
+            f"; launch gap {c['kernel_launch_gap_us']:g} us" +
+            (f"; the host waits for the GPU at {host_waits:,} results it reads (.item())"
+             if host_waits else "")]
 
 
 def hardware_details(hw: Hardware) -> str:
@@ -143,7 +145,7 @@ def run_report(r: RunResult, top: int = 10) -> str:
         lines[1:3] = [f"  memory benchmark: {', '.join(spec.model['kernels'])} over three arrays "
                       f"of {spec.model['array_elements']:,} {spec.dtype}"]
     if est.analytic is not est:  # replayed: say what the compute side ran at
-        lines += compute_lines(hw, trace.eager)
+        lines += compute_lines(hw, trace.eager, sum(o.host_waits for o in trace.ops))
     if trace.causal_attention_flops:
         lines.insert(3, f"  causal attention: {fmt_flops(trace.causal_attention_flops)} counted "
                         "in full (FlopCounterMode); a kernel skipping masked blocks does half")
