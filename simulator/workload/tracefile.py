@@ -8,7 +8,7 @@ then one per op, {"op": index, "name", "kind", "phase", "flops", "dtype", "unit"
 "layout", "list_length", "host_waits", "reads": [[tensor id, bytes, pattern], ...], "writes":
 [...]}, then the held-tensor releases, {"release": tensor id, "at": op index}. Tensor ids are
 dense from 0 and precede their use, so a reader needs one pass and no look-ahead. The format is
-described in README ("Trace files").
+described in docs/formats.md ("Trace").
 """
 
 from __future__ import annotations
