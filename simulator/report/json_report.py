@@ -67,7 +67,7 @@ def run_doc(r: RunResult) -> dict[str, Any]:
         "hardware": hardware_doc(r.hardware),
         # what the replay ran the SMs and the host at; null for the analytic roofline
         "compute_model": (compute_settings(r.hardware, est.trace.eager,
-                                           sum(o.host_waits for o in est.trace.ops))
+                                           est.trace.host_wait_count)
                           if est.analytic is not est else None),
         "workload": {
             "name": spec.name, "path": spec.path, "model_type": spec.model["type"],

@@ -145,7 +145,7 @@ def run_report(r: RunResult, top: int = 10) -> str:
         lines[1:3] = [f"  memory benchmark: {', '.join(spec.model['kernels'])} over three arrays "
                       f"of {spec.model['array_elements']:,} {spec.dtype}"]
     if est.analytic is not est:  # replayed: say what the compute side ran at
-        lines += compute_lines(hw, trace.eager, sum(o.host_waits for o in trace.ops))
+        lines += compute_lines(hw, trace.eager, trace.host_wait_count)
     if trace.causal_attention_flops:
         lines.insert(3, f"  causal attention: {fmt_flops(trace.causal_attention_flops)} counted "
                         "in full (FlopCounterMode); a kernel skipping masked blocks does half")

@@ -164,6 +164,11 @@ class Trace:
     def optimizer_state_bytes(self) -> int:
         return sum(t.nbytes for t in self.optimizer_state)
 
+    @property
+    def host_wait_count(self) -> int:
+        """Results the host reads per step, each a wait for the GPU (Op.host_waits)."""
+        return sum(op.host_waits for op in self.ops)
+
     def flops(self, phase: Phase | None = None) -> int:
         return sum(op.flops for op in self.ops if phase is None or op.phase == phase)
 
