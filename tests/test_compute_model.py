@@ -37,15 +37,18 @@ def _conv(c_in=64, c_out=64, size=28, kernel=3, stride=1, dtype="fp32", tf32=Fal
 
 def _elementwise_chain(n: int, rows: int, execution: Execution | None = None,
                        rows_first: int | None = None, wait_after_first: bool = False):
-    """n relus one after another; the first on `rows_first` rows where given, and read on
-    the host (`.item()`-like) after it where `wait_after_first`."""
+    """n relus, each on the one before's output; the first on `rows_first` rows where given
+    (the rest then start from an input of their own), and read on the host (`.item()`-like)
+    where `wait_after_first`."""
     b = TraceBuilder("chain", "fp32", execution)
-    x = b.tensor("x", (rows_first or rows, 256), Category.INPUT)
+    x = None
     for i in range(n):
-        shape = (rows_first or rows, 256) if i == 0 else (rows, 256)
+        shape = (rows_first if i == 0 and rows_first else rows, 256)
+        if x is None or x.shape != shape:
+            x = b.tensor(f"x{i}", shape, Category.INPUT)
         y = b.activation(f"relu{i}.out", shape, x)
         b.op(f"relu{i}", "elementwise", [x], [y], host_waits=wait_after_first and i == 0)
-        x = y if i else b.tensor("x1", (rows, 256), Category.INPUT)
+        x = y
     return b.trace()
 
 
