@@ -58,10 +58,13 @@ MS = 1e-3
 
 
 # --- one-kernel steps -------------------------------------------------------------------------
-def _builder() -> TraceBuilder:
-    """FP32 with TF32 off for matmuls and convolutions, as NeuSight measured."""
+def _builder(operand_values: str = "random") -> TraceBuilder:
+    """FP32 with TF32 off for matmuls and convolutions, as NeuSight measured; its GEMMs ran on
+    `torch.randn` inputs, its convolutions and vector ops on `torch.zeros` (`collect.py` at
+    sitar-lab/NeuSight@6945927), on which the T4 holds a higher clock (gpu/clocks.py)."""
     return TraceBuilder("kernel", "fp32", Execution(allow_tf32_matmul=False,
-                                                    allow_tf32_conv=False))
+                                                    allow_tf32_conv=False,
+                                                    operand_values=operand_values))
 
 
 def _input(b: TraceBuilder, name: str, shape: tuple[int, ...]):
@@ -90,8 +93,8 @@ CONV_COLUMNS = ("batch", "in_channels", "out_channels", "kernel_size", "input_si
 
 
 def conv_trace(row: dict) -> Trace:
-    """`nn.Conv2d(in, out, kernel, stride, padding, bias=False)` forward."""
-    b = _builder()
+    """`nn.Conv2d(in, out, kernel, stride, padding, bias=False)` forward, on a zero input."""
+    b = _builder("zeros")
     n, c_in, c_out, k, size, stride, pad = (int(row[c]) for c in CONV_COLUMNS)
     w = b.parameter("conv.weight", (c_out, c_in, k, k), matmul_weight=True)
     L.conv2d(b, _input(b, "x", (n, c_in, size, size)), w, None, stride, pad, "conv")
@@ -104,7 +107,7 @@ BINARY = ("add", "mul", "div", "pow")
 def vector_trace(row: dict) -> Trace:
     """One op on a rows x cols tensor: binary, with a scalar (`...u`), unary, softmax over
     cols, or LayerNorm(cols)."""
-    b = _builder()
+    b = _builder("zeros")
     shape = (int(row["rows"]), int(row["cols"]))
     op = row["op"]
     x = _input(b, "x", shape)

@@ -27,8 +27,10 @@ def t4():
     return load_hardware("t4")
 
 
-def _conv(c_in=64, c_out=64, size=28, kernel=3, stride=1, dtype="fp32", tf32=False):
-    b = TraceBuilder("kernel", dtype, Execution(allow_tf32_conv=tf32))
+def _conv(c_in=64, c_out=64, size=28, kernel=3, stride=1, dtype="fp32", tf32=False,
+          operand_values="random"):
+    b = TraceBuilder("kernel", dtype, Execution(allow_tf32_conv=tf32,
+                                                operand_values=operand_values))
     w = b.parameter("conv.weight", (c_out, c_in, kernel, kernel), matmul_weight=True)
     x = b.tensor("x", (16, c_in, size, size), Category.INPUT)
     L.conv2d(b, x, w, None, stride, kernel // 2, "conv")
@@ -78,6 +80,42 @@ def test_busy_heats_the_card_and_idle_cools_it():
     # a card whose sustained clock is above the rated boost (GPU Boost) runs faster when hot
     fast = ClockState(Clocks(1500, 1800), heat=1.0)
     assert fast.stretch(1e-3) == pytest.approx(1e-3 * 1500 / 1800)
+
+
+def test_zero_operands_lift_a_power_capped_clock_never_above_boost(t4):
+    """He (2024): an A100 at its power cap, 295 TFLOP/s on zeros, 257 on randn."""
+    clk = clocks(t4)
+    assert clk.floor() == clk.scale
+    assert clk.floor("zeros") == pytest.approx(900 / 1590 * 295 / 257)
+    assert Clocks(2000, 1900).floor("zeros") == 1.0          # held near boost: up to boost
+    assert Clocks(1500, 1800).floor("zeros") == 1800 / 1500  # not power-held: as it was
+    assert clocks(load_hardware("a10")).floor("zeros") == 1.0
+    hot = ClockState(clk, heat=1.0, operand_values="zeros")
+    assert hot.stretch(1e-3) == pytest.approx(1e-3 / clk.floor("zeros"))
+    # a long convolution replayed on zeros: faster on the capped T4, the same where no
+    # sustained clock is stated (the A10 runs at its boost clock either way)
+    times = {}
+    for card in (t4, load_hardware("a10")):
+        for values in ("random", "zeros"):
+            trace = _conv(c_in=256, c_out=256, size=56, operand_values=values)
+            times[card.name, values] = replay(trace, card, "sampled").step_time_s
+    assert times["t4", "zeros"] < 0.95 * times["t4", "random"]
+    assert times["a10", "zeros"] == pytest.approx(times["a10", "random"])
+
+
+def test_operand_values_are_checked_as_the_workload_loads(tmp_path):
+    from simulator.config.workload import load_workload
+    from simulator.errors import InputError
+    raw = json.loads((REPO / "workloads" / "cnn.json").read_text())
+    path = tmp_path / "cnn.json"
+    for values in ("zeros", "ones"):
+        raw["training"]["execution"] = {"operand_values": values}
+        path.write_text(json.dumps(raw))
+        if values == "zeros":
+            assert load_workload(path).execution.operand_values == "zeros"
+    with pytest.raises(InputError, match="operand_values") as err:
+        load_workload(path)
+    assert "random" in str(err.value) and "zeros" in str(err.value)
 
 
 def test_clocks_are_checked_as_the_hardware_file_loads(tmp_path):
@@ -263,6 +301,8 @@ def test_run_reports_the_clocks_and_efficiencies_it_used(t4):
     assert "library kernels: main loop at" in text and "eager PyTorch dispatch" in text
     doc = to_json(r)
     assert doc["compute_model"]["clocks"]["sustained_MHz"] == 900
+    assert doc["compute_model"]["clocks"]["held_MHz"] == 900
+    assert doc["compute_model"]["clocks"]["operand_values"] == "random"
     assert set(doc["compute_model"]["library"]["families"]) == set(library.FAMILIES)
     a = analyze(str(REPO / "workloads" / "cnn.json"), t4, fidelity="analytic")
     assert to_json(a)["compute_model"] is None and "SM clock" not in render(a)
@@ -273,6 +313,14 @@ def test_run_reports_the_clocks_and_efficiencies_it_used(t4):
     squad = analyze(str(REPO / "workloads" / "bert-large-squad.json"), t4, fidelity="sampled")
     assert to_json(squad)["compute_model"]["host_waits_per_step"] == 2  # overflow, norm
     assert "the host waits for the GPU at 2 results it reads" in render(squad)
+    from simulator.config.workload import parse_workload
+    raw = json.loads((REPO / "workloads" / "cnn.json").read_text())
+    raw["training"]["execution"] = {"operand_values": "zeros"}
+    zeros = analyze(parse_workload(raw, "cnn.json"), t4, fidelity="sampled")
+    assert "SM clock 1033 MHz under sustained load on zero operands (900 MHz on random ones) " \
+           "of 1590 MHz boost (peaks x 0.65" in render(zeros)
+    clk = to_json(zeros)["compute_model"]["clocks"]
+    assert clk["operand_values"] == "zeros" and clk["held_MHz"] == pytest.approx(900 * 295 / 257)
 
 
 def test_a_tensor_op_on_a_card_without_tensor_units_falls_back_to_the_cuda_cores(t4):
@@ -322,12 +370,13 @@ def test_batch_norm_reads_its_activations_twice_from_dram_unless_the_l2_holds_th
 def test_a_trace_file_keeps_layouts_and_how_kernels_are_launched(tmp_path):
     from simulator.workload import tracefile
     trace = _conv()
-    graph = _elementwise_chain(2, 64, Execution(cuda_graphs=True))
-    for t, eager in ((trace, True), (graph, False)):
+    graph = _elementwise_chain(2, 64, Execution(cuda_graphs=True, operand_values="zeros"))
+    for t, eager, values in ((trace, True, "random"), (graph, False, "zeros")):
         path = tmp_path / f"{t.workload}.jsonl"
         tracefile.write(t, path)
         back, _ = tracefile.read(path)
         assert back.eager is eager and [o.layout for o in back.ops] == [o.layout for o in t.ops]
+        assert back.operand_values == values
 
 
 def test_layer_norm_reads_x_twice_where_pytorch_cannot_vectorize_its_rows():

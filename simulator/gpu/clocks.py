@@ -15,6 +15,21 @@ time constant for both directions (`POWER_RESPONSE_S`, fitted on the T4's lone G
 `benchmarks/fit_library_efficiency.py`). A training step in steady state starts hot; a lone
 kernel timed after an idle pause starts cool, which is why short kernels measured alone run
 near the boost clock and long ones near the sustained one.
+
+What a card holds under its power limit depends on the values its kernels compute on: every
+bit that flips draws switching power, so operands that flip few bits (zeros) let a capped card
+hold a higher clock. H. He ("Strangely, Matrix Multiplications on GPUs Run Faster When Given
+'Predictable' Data", thonking.ai, 2024) timed one 8192-cubed product on an A100 at its 400 W
+cap: 295 TFLOP/s on `torch.zeros`, 257 on `torch.randn` (Gregersen, Patel and Choukse,
+"Input-Dependent Power Usage in GPUs", SC24 workshops, arXiv:2409.18324: up to 40 % less GEMM
+power with other inputs, at one clock). With switching power ~ activity x f x V^2 and the
+voltage rising with the clock, the clock a cap allows goes as activity^(-1/3): the ratio
+depends on the data, not on the card, and zeros lift the sustained clock by that ratio
+(`ZERO_OPERAND_CLOCK_GAIN`), never above boost (`Clocks.floor`). For a card held far below
+boost the figure is likely low: the A100's zero run reached 95 % of its boost-clock peak, near
+that ceiling, and near the voltage floor the clock goes as activity^-1. Training computes on
+random-like values (`operand_values: random`, the default); a benchmark fed `torch.zeros`
+does not.
 """
 
 from __future__ import annotations
@@ -28,6 +43,9 @@ from simulator.config.hardware import Hardware
 
 # Time constant of GPU Boost's response to load, seconds (see the module docstring).
 POWER_RESPONSE_S = 0.75e-3
+# The sustained clock on zero operands against random ones (see the module docstring).
+ZERO_OPERAND_CLOCK_GAIN = 295 / 257
+OPERAND_VALUES = ("random", "zeros")
 
 
 @dataclass(frozen=True)
@@ -44,6 +62,13 @@ class Clocks:
         """The share of the datasheet peak the SMs run at under load (1 when not stated)."""
         return self.sustained_mhz / self.boost_mhz if self.stated else 1.0
 
+    def floor(self, operand_values: str = "random") -> float:
+        """The share of boost the SMs sink to under load on these operand values (zeros: the
+        power limit holds the clock less far down, never above boost)."""
+        if operand_values == "zeros" and self.scale < 1.0:
+            return min(1.0, self.scale * ZERO_OPERAND_CLOCK_GAIN)
+        return self.scale
+
 
 def clocks(hw: Hardware) -> Clocks:
     return Clocks(hw.boost_clock_mhz, hw.sustained_clock_mhz)
@@ -52,8 +77,9 @@ def clocks(hw: Hardware) -> Clocks:
 class ClockState:
     """The GPU's clock as its recent load leaves it."""
 
-    def __init__(self, clk: Clocks, heat: float = 1.0, response_s: float = POWER_RESPONSE_S):
-        self.floor = clk.scale       # clock as a share of boost once fully hot
+    def __init__(self, clk: Clocks, heat: float = 1.0, response_s: float = POWER_RESPONSE_S,
+                 operand_values: str = "random"):
+        self.floor = clk.floor(operand_values)  # clock as a share of boost once fully hot
         self.heat = heat
         self.response_s = response_s
 

@@ -12,15 +12,20 @@ from simulator.gpu.dispatch import DISPATCH_US
 from simulator.gpu.library import COEFFICIENTS, conv_costs, families
 
 
-def compute_settings(hw: Hardware, eager: bool = True, host_waits: int = 0) -> dict[str, Any]:
+def compute_settings(hw: Hardware, eager: bool = True, host_waits: int = 0,
+                     operand_values: str = "random") -> dict[str, Any]:
     """Clocks, library kernel efficiencies, per-op host cost and launch gap (units in keys).
     `eager`: the trace's ops are dispatched by eager PyTorch (else a captured graph or a
     native program launches them, at no per-op host cost: the table is empty). `host_waits`:
-    the step's results the host reads, each a wait for the GPU."""
+    the step's results the host reads, each a wait for the GPU. `operand_values`: what the
+    kernels compute on (zeros: a power-capped card holds a higher clock, `held_MHz`)."""
     clk = clocks(hw)
     return {
         "clocks": {"boost_MHz": clk.boost_mhz, "sustained_MHz": clk.sustained_mhz,
                    "sustained_share_of_boost": clk.scale, "stated": clk.stated,
+                   "operand_values": operand_values,
+                   "held_MHz": (clk.boost_mhz * clk.floor(operand_values) if clk.stated
+                                else None),
                    "power_response_ms": POWER_RESPONSE_S * 1e3},
         "library": {"families": {n: asdict(f) for n, f in families().items()},
                     "convolution": asdict(conv_costs()),

@@ -149,7 +149,8 @@ class Replay:
         self.l2 = L2Cache(cache_capacity(hw))
         self.l2_Bps, self.l2_measured = l2_bandwidth_Bps(hw)
         self.launch_s = launch_overhead_s(hw)
-        self.clock = ClockState(clocks(hw), initial_heat)
+        self.clock = ClockState(clocks(hw), initial_heat,
+                                operand_values=trace.operand_values)
         t = self.ms.timing
         self.tck_s = self.ms.tck_ns * 1e-9
         self.slack_s = _PACE_SLACK_LATENCIES * (t.nRCDRD + t.nCL + t.nBL) * self.tck_s

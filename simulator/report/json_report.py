@@ -67,7 +67,7 @@ def run_doc(r: RunResult) -> dict[str, Any]:
         "hardware": hardware_doc(r.hardware),
         # what the replay ran the SMs and the host at; null for the analytic roofline
         "compute_model": (compute_settings(r.hardware, est.trace.eager,
-                                           est.trace.host_wait_count)
+                                           est.trace.host_wait_count, est.trace.operand_values)
                           if est.analytic is not est else None),
         "workload": {
             "name": spec.name, "path": spec.path, "model_type": spec.model["type"],

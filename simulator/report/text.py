@@ -33,14 +33,19 @@ def hardware_line(hw: Hardware) -> str:
             f"{m.capacity_bytes / GiB:.0f} GiB")
 
 
-def compute_lines(hw: Hardware, eager: bool = True, host_waits: int = 0) -> list[str]:
+def compute_lines(hw: Hardware, eager: bool = True, host_waits: int = 0,
+                  operand_values: str = "random") -> list[str]:
     """What the replay ran the SMs and the host at (gpu/model.py): absent from analytic."""
-    c = compute_settings(hw, eager, host_waits)
+    c = compute_settings(hw, eager, host_waits, operand_values)
     clk, fam = c["clocks"], c["library"]["families"]
     if clk["stated"]:
-        clock = (f"SM clock {clk['sustained_MHz']:g} MHz under sustained load of "
-                 f"{clk['boost_MHz']:g} MHz boost (peaks x {clk['sustained_share_of_boost']:.2f}"
-                 f"; GPU Boost response {clk['power_response_ms']:.2g} ms)")
+        held = clk["held_MHz"]
+        load = (f"{clk['sustained_MHz']:g} MHz under sustained load" if operand_values == "random"
+                else f"{held:.0f} MHz under sustained load on zero operands "
+                     f"({clk['sustained_MHz']:g} MHz on random ones)")
+        clock = (f"SM clock {load} of {clk['boost_MHz']:g} MHz boost (peaks x "
+                 f"{held / clk['boost_MHz']:.2f}; GPU Boost response "
+                 f"{clk['power_response_ms']:.2g} ms)")
     else:
         clock = "SM clock: the rated boost (the hardware file states no sustained clock)"
     host = c["host_dispatch_us_by_op_kind"]
@@ -145,7 +150,7 @@ def run_report(r: RunResult, top: int = 10) -> str:
         lines[1:3] = [f"  memory benchmark: {', '.join(spec.model['kernels'])} over three arrays "
                       f"of {spec.model['array_elements']:,} {spec.dtype}"]
     if est.analytic is not est:  # replayed: say what the compute side ran at
-        lines += compute_lines(hw, trace.eager, trace.host_wait_count)
+        lines += compute_lines(hw, trace.eager, trace.host_wait_count, trace.operand_values)
     if trace.causal_attention_flops:
         lines.insert(3, f"  causal attention: {fmt_flops(trace.causal_attention_flops)} counted "
                         "in full (FlopCounterMode); a kernel skipping masked blocks does half")

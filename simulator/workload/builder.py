@@ -218,7 +218,8 @@ class TraceBuilder:
     def trace(self) -> Trace:
         return Trace(self.workload, self.ops, self.tensors, self.parameters,
                      self.optimizer_state, self.releases, self.causal_attention_flops,
-                     eager=not self.execution.cuda_graphs)
+                     eager=not self.execution.cuda_graphs,
+                     operand_values=self.execution.operand_values)
 
 
 def gather(t: Tensor, nbytes: int) -> Access:

@@ -151,6 +151,9 @@ class Trace:
     # each op dispatched by the host as eager PyTorch does (gpu/dispatch.py); False: the
     # kernels launched ahead by a captured CUDA graph or a native program
     eager: bool = True
+    # the values its kernels compute on (random, or zeros: a benchmark fed torch.zeros), which
+    # set the clock a power-capped card holds (gpu/clocks.py)
+    operand_values: str = "random"
 
     @property
     def parameter_count(self) -> int:

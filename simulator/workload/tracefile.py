@@ -2,13 +2,13 @@
 
 Line 1 is a header: {"format": "gddr6-roofline-sim/trace", "format_version": 1, "workload":
 name, "source": {the workload file's content, when generated from one}, "tensors": N, "ops": M,
-"causal_attention_flops": F, "eager": true}. Then one line per tensor,
-{"tensor": id, "name", "shape", "dtype", "category", "requires_grad", "retained", "alias_of"},
-then one per op, {"op": index, "name", "kind", "phase", "flops", "dtype", "unit", "math_dtype",
-"layout", "list_length", "host_waits", "reads": [[tensor id, bytes, pattern], ...], "writes":
-[...]}, then the held-tensor releases, {"release": tensor id, "at": op index}. Tensor ids are
-dense from 0 and precede their use, so a reader needs one pass and no look-ahead. The format is
-described in docs/formats.md ("Trace").
+"causal_attention_flops": F, "eager": true, "operand_values": "random"}. Then one line per
+tensor, {"tensor": id, "name", "shape", "dtype", "category", "requires_grad", "retained",
+"alias_of"}, then one per op, {"op": index, "name", "kind", "phase", "flops", "dtype", "unit",
+"math_dtype", "layout", "list_length", "host_waits", "reads": [[tensor id, bytes, pattern],
+...], "writes": [...]}, then the held-tensor releases, {"release": tensor id, "at": op index}.
+Tensor ids are dense from 0 and precede their use, so a reader needs one pass and no
+look-ahead. The format is described in docs/formats.md ("Trace").
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def records(trace: Trace, source: dict | None = None,
     yield {"format": FORMAT, "format_version": FORMAT_VERSION, "workload": trace.workload,
            "source": source, "captured": captured, "tensors": len(trace.tensors),
            "ops": len(trace.ops),
-           "causal_attention_flops": trace.causal_attention_flops, "eager": trace.eager}
+           "causal_attention_flops": trace.causal_attention_flops, "eager": trace.eager,
+           "operand_values": trace.operand_values}
     for t in trace.tensors:
         yield {"tensor": t.id, "name": t.name, "shape": list(t.shape), "dtype": t.dtype,
                "category": t.category.value, "requires_grad": t.requires_grad,
@@ -165,5 +166,6 @@ def read(path: Path) -> tuple[Trace, dict]:
     params = [t for t in tensors if t.category is Category.PARAMETER]
     state = [t for t in tensors if t.category is Category.OPTIMIZER_STATE]
     trace = Trace(header["workload"], ops, tensors, params, state, releases,
-                  header.get("causal_attention_flops", 0), header.get("eager", True))
+                  header.get("causal_attention_flops", 0), header.get("eager", True),
+                  header.get("operand_values", "random"))
     return trace, header
