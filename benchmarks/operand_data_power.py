@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, the fid
 from measured_fidelity import CONV_COLUMNS, MS, conv_trace, read_rows  # noqa: E402
 
 from simulator.config.hardware import Hardware, load_hardware  # noqa: E402
+from simulator.gpu.clocks import clocks  # noqa: E402
 from simulator.gpu.library import GemmShape  # noqa: E402
 from simulator.units import TERA  # noqa: E402
 
@@ -120,6 +121,8 @@ def run() -> dict:
     t4 = load_hardware("t4")
     return {"cards": cards,
             "t4_against_v100": {"sustained_mhz_random_data": t4.sustained_clock_mhz,
+                                "model_mhz_zeros": round(t4.boost_clock_mhz *
+                                                         clocks(t4).floor("zeros"), 1),
                                 "families": same_shape_clocks(t4)}}
 
 
@@ -140,7 +143,8 @@ def main() -> None:
               f"   ({d['gemm_cases']} GEMMs, {d['conv_cases']} convolutions)")
     same = doc["t4_against_v100"]
     print(f"\nT4 clock implied by the same convolutions on the V100 (MHz, 10th / 50th / 90th "
-          f"percentile; on random data it holds {same['sustained_mhz_random_data']:g})")
+          f"percentile; on random data it holds {same['sustained_mhz_random_data']:g}, the "
+          f"model on zeros {same['model_mhz_zeros']:g}: gpu/clocks.py)")
     for family, d in same["families"].items():
         cells = " / ".join(str(v) for v in d["implied_mhz"].values())
         print(f"{family:<18} {cells:>16}   ({d['cases']} shapes)")
