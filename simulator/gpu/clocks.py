@@ -45,7 +45,6 @@ from simulator.config.hardware import Hardware
 POWER_RESPONSE_S = 0.75e-3
 # The sustained clock on zero operands against random ones (see the module docstring).
 ZERO_OPERAND_CLOCK_GAIN = 295 / 257
-OPERAND_VALUES = ("random", "zeros")
 
 
 @dataclass(frozen=True)
@@ -68,6 +67,10 @@ class Clocks:
         if operand_values == "zeros" and self.scale < 1.0:
             return min(1.0, self.scale * ZERO_OPERAND_CLOCK_GAIN)
         return self.scale
+
+    def held_mhz(self, operand_values: str = "random") -> float | None:
+        """The SM clock under load on these operand values (None when not stated)."""
+        return self.boost_mhz * self.floor(operand_values) if self.stated else None
 
 
 def clocks(hw: Hardware) -> Clocks:
