@@ -82,3 +82,16 @@ STREAM_MEASURED = {
 # The L40's (846) stands in for the L40S beside them in the benchmark, not in the tests.
 STREAM_INIT_MEASURED = {"a40": 679, "rx-6900-xt": 504}
 STREAM_INIT_PROXY = {"l40s": ("L40", 846)}
+
+
+def stream_hardware(card: str):
+    """The card as its stream figures were measured: ECC off. gpu-benches' A40 and L40 streamed
+    at 94-98 % of peak, which inline ECC, on by default on both, does not allow (fetching the
+    check bits costs GDDR cards about a fifth of their bandwidth: NVIDIA's CUDA C++ Best
+    Practices Guide, "Theoretical Bandwidth Calculation"); the other cards run none."""
+    import dataclasses
+
+    from simulator.config.hardware import load_hardware
+
+    hw = load_hardware(card)
+    return dataclasses.replace(hw, memory=dataclasses.replace(hw.memory, ecc="off"))

@@ -53,7 +53,8 @@ class MemorySpec:
     wck_mode: str | None
     timing: GDDR6Timing | None   # at this data rate, in CK cycles
     timing_source: str | None
-    ecc: str = "off"             # off | inline (check bits kept in the DRAM: ecc_reserved_bytes)
+    ecc: str = "off"             # off | inline (check bits kept in the DRAM: ecc_reserved_bytes,
+    #                              moved with every line: replay/traffic.py)
 
     @property
     def is_gddr(self) -> bool:

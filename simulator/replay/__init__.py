@@ -142,10 +142,10 @@ class Replay:
         self.memory = (CycleMemory(self.ms) if fidelity == "cycle"
                        else SampledMemory(self.ms, dram_memo, share_shapes))
         self.placement = placement if placement is not None else place(trace)
-        # addresses below inline ECC's carve-out, which holds the check bits (no bandwidth
-        # is charged for them: an A40, ECC on by default, streams at 94 % of its peak in
-        # gpu-benches, benchmarks/stream_fidelity.py)
+        # data addresses lie below inline ECC's carve-out, which holds the check bits that
+        # travel with every line (replay/traffic.py)
         self.capacity = self.ms.org.capacity_bytes - hw.memory.ecc_reserved_bytes
+        self.ecc_base = self.capacity if hw.memory.ecc_reserved_bytes else None
         self.l2 = L2Cache(cache_capacity(hw))
         self.l2_Bps, self.l2_measured = l2_bandwidth_Bps(hw)
         self.launch_s = launch_overhead_s(hw)
@@ -235,7 +235,7 @@ class Replay:
         traffic = self.l2.filter(op)
         l2_s = traffic.l2_bytes / self.l2_Bps
         reqs = OpRequests(op.index, traffic, self.placement.address, self.capacity,
-                          op.list_length)
+                          op.list_length, self.ecc_base)
         key = traffic_shape(op, traffic)
         on_chip_s = max(compute_s, l2_s)
         return DramDemand(traffic, reqs, compute_s, l2_s, on_chip_s, on_chip_s / self.tck_s, key)

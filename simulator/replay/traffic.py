@@ -12,6 +12,16 @@ cycle that progress is reached.
 Patterns: sequential accesses run from the tensor's start (wrapping round when a tiled kernel
 re-reads more than the tensor holds); strided ones touch 128 B lines spread evenly over the
 tensor; gathers touch lines at pseudo-random places (seeded by op and tensor, so runs repeat).
+
+Inline ECC (the check bits kept in the DRAM itself, in a carve-out above the data) costs
+bandwidth as well as capacity: NVIDIA's CUDA C++ Best Practices Guide (section "Theoretical
+Bandwidth Calculation") states that fetching the ECC bits for each memory transaction costs
+GDDR cards about 20 % of their effective bandwidth, more for some access patterns. Each
+128 B line the L2 moves takes one 32 B burst of check bits with it, in the same direction
+(a write of a line's 8 B of check bits is a masked burst), at the check sector that covers
+the line: one burst in four more, a fifth of the bus's time on a stream. Each burst is
+addressed at its line's 8 B within the sector, so a read of a line's check bits is served from
+a queued write of the same line's, never from a masked write of another line's.
 """
 
 from __future__ import annotations
@@ -22,12 +32,19 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from simulator.config.hardware import ECC_DATA_PER_CHECK_SECTOR
 from simulator.config.organization import ACCESS_BYTES
 from simulator.gpu.l2 import OpTraffic
 from simulator.workload.trace import Pattern
 
 LINE_BYTES = 128  # one L2 line: four 32 B sectors
 _BURSTS_PER_LINE = LINE_BYTES // ACCESS_BYTES
+# inline ECC: bytes of data one 32 B check sector covers (2 B of check bits per 32 B), and the
+# share of the bursts that carry check bits (one with every line)
+_CHECK_SECTOR_COVERS = ECC_DATA_PER_CHECK_SECTOR * ACCESS_BYTES
+_LINES_PER_CHECK_SECTOR = _CHECK_SECTOR_COVERS // LINE_BYTES
+_CHECK_BYTES_PER_LINE = LINE_BYTES // ECC_DATA_PER_CHECK_SECTOR
+CHECK_BURST_SHARE = 1 / (_BURSTS_PER_LINE + 1)
 _SEQUENTIAL, _STRIDED, _GATHER = 0, 1, 2  # the patterns as _fill takes them
 _PATTERN_CODE = {Pattern.SEQUENTIAL: _SEQUENTIAL, Pattern.STRIDED: _STRIDED,
                  Pattern.GATHER: _GATHER}
@@ -46,12 +63,14 @@ class Requests:
 
 class OpRequests:
     """The requests of one op, produced a progress range at a time so a 30-million-request
-    optimizer op never sits in memory whole."""
+    optimizer op never sits in memory whole. `ecc_base`: where inline ECC's check bits start
+    (data addresses lie below it); None when the card runs no inline ECC."""
 
     def __init__(self, op_index: int, traffic: OpTraffic, address_of: np.ndarray,
-                 capacity_bytes: int, list_length: int = 0):
+                 capacity_bytes: int, list_length: int = 0, ecc_base: int | None = None):
         self.traffic = traffic
         self.capacity = capacity_bytes
+        self.ecc_base = -1 if ecc_base is None else ecc_base
         self._parts = []
         sizes = [a.access.nbytes for a in traffic.accesses]
         period = list_length or _list_period([a.access.tensor.shape for a in traffic.accesses])
@@ -63,7 +82,7 @@ class OpRequests:
             n = -(-a.dram_bytes // ACCESS_BYTES)
             if n == 0:
                 continue
-            self.count += n
+            self.count += n + (_checks(0, n) if ecc_base is not None else 0)
             first = i - i % period if i < listed else i
             # where the access sits in its list and where its DRAM requests sit in the access,
             # in the op's own bytes (so lists stay in step whatever the L2 caught): an L2 hit
@@ -91,7 +110,7 @@ class OpRequests:
     @property
     def identity(self) -> tuple:
         """What fixes every request the op makes (equal identities, equal requests)."""
-        return self.capacity, tuple(self._parts)
+        return self.capacity, self.ecc_base, tuple(self._parts)
 
     def between(self, p0: float, p1: float, scratch: RequestScratch | None = None) -> Requests:
         """Requests whose progress lies in [p0, p1), in progress order. With `scratch` they
@@ -104,13 +123,15 @@ class OpRequests:
                 parts.append((lo, hi, n, size, _PATTERN_CODE[pattern], seed, base, is_write,
                               start, step, total))
         count = sum(hi - lo for lo, hi, *_ in parts)
+        if self.ecc_base >= 0:
+            count += sum(_checks(lo, hi) for lo, hi, *_ in parts)
         scratch = scratch or RequestScratch()
         address, is_write, progress, spare = scratch.arrays(count)
         if not parts:
             return Requests(address.view(np.uint64), is_write, progress)
         ints = np.array([p[:8] for p in parts], np.int64)
         floats = np.array([p[8:] for p in parts], np.float64)
-        if not _fill(ints, floats, self.capacity, address, is_write, progress):
+        if not _fill(ints, floats, self.capacity, self.ecc_base, address, is_write, progress):
             # accesses interleave by progress: a stable sort keeps each one's order
             order = np.argsort(progress, kind="stable")
             address, is_write, progress = _permuted(order, address, is_write, progress, spare)
@@ -131,10 +152,16 @@ class RequestScratch:
         return b[0], b[1], b[2].view(np.float64), b[3:]
 
 
+def _checks(lo: int, hi: int) -> int:
+    """Check-bit bursts among an access's requests lo to hi - 1: one where each line starts."""
+    return -(-hi // _BURSTS_PER_LINE) - -(-lo // _BURSTS_PER_LINE)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
-def _fill(ints, floats, capacity, address, is_write, progress):
+def _fill(ints, floats, capacity, ecc_base, address, is_write, progress):
     """Each access's requests lo to hi - 1 in turn: address (byte, int64), 0/1 write, and
-    progress. Returns whether the progress never decreases (no sort needed)."""
+    progress; with `ecc_base` >= 0, each line's first request is followed by the burst of its
+    check bits. Returns whether the progress never decreases (no sort needed)."""
     q = 0
     ordered = True
     last = -1.0
@@ -157,14 +184,21 @@ def _fill(ints, floats, capacity, address, is_write, progress):
                     where = ((line + seed) * _GATHER_HASH) % lines_in_tensor
                 offset = (where * LINE_BYTES + sector * ACCESS_BYTES) % size
             byte = base + offset
-            address[q] = byte if byte < capacity else byte % capacity
-            is_write[q] = write
+            byte = byte if byte < capacity else byte % capacity
             p = (start + k * step) / total
-            progress[q] = p
             if p < last:
                 ordered = False
             last = p
+            address[q] = byte
+            is_write[q] = write
+            progress[q] = p
             q += 1
+            if ecc_base >= 0 and k % _BURSTS_PER_LINE == 0:
+                address[q] = ecc_base + byte // _CHECK_SECTOR_COVERS * ACCESS_BYTES + \
+                    byte // LINE_BYTES % _LINES_PER_CHECK_SECTOR * _CHECK_BYTES_PER_LINE
+                is_write[q] = write
+                progress[q] = p
+                q += 1
     return ordered
 
 
