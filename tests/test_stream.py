@@ -10,6 +10,7 @@ from reference_figures import STREAM_INIT_MEASURED, STREAM_MEASURED, stream_hard
 from simulator.cli import main
 from simulator.config.hardware import hardware_names, load_hardware
 from simulator.pipeline import analyze
+from simulator.replay.traffic import check_burst_share
 from simulator.units import GB
 
 # The RX 6900 XT's measured triad (85 % of peak, against 90 % for its scale kernel) is not
@@ -87,6 +88,9 @@ def test_inline_ecc_costs_a_fifth_of_the_bandwidth(card):
     off, on = _shares(_stream(card)), _shares(_stream(card, ecc_off=False))
     for name in off:
         assert 0.17 <= 1 - on[name] / off[name] <= 0.23, (name, on[name], off[name])
+    # what the reports take off the busy bus for the check bits, and only where ECC runs
+    assert check_burst_share(load_hardware(card)) == pytest.approx(0.2)
+    assert check_burst_share(stream_hardware(card)) == 0.0
 
 
 def test_stream_kernels_move_babelstream_bytes(repo):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from simulator.config.hardware import ECC_DATA_PER_CHECK_SECTOR
+from simulator.config.hardware import ECC_DATA_PER_CHECK_SECTOR, Hardware
 from simulator.config.organization import ACCESS_BYTES
 from simulator.gpu.l2 import OpTraffic
 from simulator.workload.trace import Pattern
@@ -44,11 +44,17 @@ _BURSTS_PER_LINE = LINE_BYTES // ACCESS_BYTES
 _CHECK_SECTOR_COVERS = ECC_DATA_PER_CHECK_SECTOR * ACCESS_BYTES
 _LINES_PER_CHECK_SECTOR = _CHECK_SECTOR_COVERS // LINE_BYTES
 _CHECK_BYTES_PER_LINE = LINE_BYTES // ECC_DATA_PER_CHECK_SECTOR
-CHECK_BURST_SHARE = 1 / (_BURSTS_PER_LINE + 1)
+_CHECK_BURST_SHARE = 1 / (_BURSTS_PER_LINE + 1)
 _SEQUENTIAL, _STRIDED, _GATHER = 0, 1, 2  # the patterns as _fill takes them
 _PATTERN_CODE = {Pattern.SEQUENTIAL: _SEQUENTIAL, Pattern.STRIDED: _STRIDED,
                  Pattern.GATHER: _GATHER}
 _GATHER_HASH = 0x9E3779B1  # a multiplicative hash of the line number spreads a gather's lines
+
+
+def check_burst_share(hw: Hardware) -> float:
+    """The share of the DRAM's bursts that carry inline ECC's check bits (0 without it): what
+    a busy data bus moves of the step's own bytes is the rest."""
+    return _CHECK_BURST_SHARE if hw.memory.ecc_reserved_bytes else 0.0
 
 
 @dataclass(frozen=True)

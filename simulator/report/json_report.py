@@ -10,6 +10,7 @@ from simulator.estimate import BOUNDS, StepEstimate
 from simulator.gpu.model import compute_settings
 from simulator.pipeline import RunResult
 from simulator.replay import separation
+from simulator.replay.traffic import check_burst_share
 from simulator.report.feed_report import feed_doc
 from simulator.report.text import achieved_GBps, shared_results
 from simulator.workload.trace import PHASES
@@ -180,6 +181,7 @@ def replay_doc(est: StepEstimate) -> dict[str, Any]:
             "memory_bound_time_share": b.memory_bound_share,
             "time_s_by_bound": b.time_by_bound,
             "dram_busy_share_in_dram_bound_ops": b.dram_busy_share,
+            "dram_check_bit_share_of_bursts": check_burst_share(est.hardware),
             "dram_lost_share_by_cause": b.dram_lost_by_cause,
             "step_time_s_if": b.what_if,
             "best_single_change": b.best_change,

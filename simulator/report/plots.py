@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from simulator.config.hardware import INTEGER_PEAKS, peak_unit
 from simulator.pipeline import RunResult
+from simulator.replay.traffic import check_burst_share
 from simulator.units import GB, TERA, byte_unit, fmt_bytes, fmt_seconds, time_unit
 from simulator.workload.memory import CATEGORIES
 from simulator.workload.trace import PHASES
@@ -61,10 +62,14 @@ def roofline(r: RunResult):
             label=f"DRAM {hw.memory.peak_bandwidth_GBps:.0f} GB/s")
     if simulated and est.replay.bottlenecks.dram_busy_share > 0:
         # the memory ceiling the replay found: the data bus's busy share in DRAM-bound ops
+        # (the step's own bytes: inline ECC's check bits take their share of the busy bus)
         busy = est.replay.bottlenecks.dram_busy_share
-        ax.plot(xs, np.minimum(bw * busy * xs, top), color="black", lw=1.0, ls="--",
-                label=f"DRAM sustained {bw * busy / GB:.0f} GB/s\n(simulated: data bus busy "
-                f"{busy * 100:.1f} %\nin DRAM-bound ops)")
+        check = check_burst_share(hw)
+        own = bw * busy * (1 - check)
+        ax.plot(xs, np.minimum(own * xs, top), color="black", lw=1.0, ls="--",
+                label=f"DRAM sustained {own / GB:.0f} GB/s\n(simulated: data bus busy "
+                f"{busy * 100:.1f} %\nin DRAM-bound ops"
+                + (f", {check * 100:.0f} % of it\ninline ECC's check bits)" if check else ")"))
     if simulated:
         l2 = est.replay.l2_bandwidth_GBps * GB
         ax.plot(xs, np.minimum(l2 * xs, top), color="purple", lw=1.0, ls="-.",

@@ -9,7 +9,7 @@ from simulator.gpu.l2 import ESTIMATED_L2_TO_DRAM_BANDWIDTH
 from simulator.gpu.model import compute_settings
 from simulator.pipeline import RunResult
 from simulator.replay import separation
-from simulator.replay.traffic import CHECK_BURST_SHARE
+from simulator.replay.traffic import check_burst_share
 from simulator.units import GB, GiB, fmt_bytes, fmt_flops, fmt_seconds, fmt_share
 
 
@@ -351,9 +351,9 @@ def bottleneck_lines(est: StepEstimate) -> list[str]:
                      "below shortens it, fusing kernels or CUDA graphs would")
     if b.dram_lost_by_cause:
         lost = sorted(b.dram_lost_by_cause.items(), key=lambda kv: -kv[1])
-        ecc = (f" ({_pct(b.dram_busy_share * CHECK_BURST_SHARE)} carrying inline ECC's "
-               "check bits, a 32 B burst with every 128 B line)"
-               if est.hardware.memory.ecc_reserved_bytes else "")
+        check = check_burst_share(est.hardware)
+        ecc = (f" ({_pct(b.dram_busy_share * check)} carrying inline ECC's check bits, a 32 B "
+               "burst with every 128 B line)" if check else "")
         lines.append(f"  DRAM in DRAM-bound ops: data bus busy {_pct(b.dram_busy_share)} of "
                      f"channel-cycles{ecc}; lost to " + ", ".join(
                          f"{k.replace('_', ' ')} {_pct(v)}" for k, v in lost))
