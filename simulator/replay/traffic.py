@@ -59,7 +59,7 @@ def check_burst_share(hw: Hardware) -> float:
 
 @dataclass(frozen=True)
 class Requests:
-    address: np.ndarray    # uint64 byte addresses, 32 B aligned
+    address: np.ndarray    # uint64 byte addresses, 32 B aligned (a check burst at its line's 8 B)
     is_write: np.ndarray   # int64 0/1
     progress: np.ndarray   # float64 in [0, 1): where in the op each request falls
 
