@@ -88,7 +88,7 @@ class OpRequests:
             n = -(-a.dram_bytes // ACCESS_BYTES)
             if n == 0:
                 continue
-            self.count += n + (_checks(0, n) if ecc_base is not None else 0)
+            self.count += n + (_checks(0, n) if self.ecc_base >= 0 else 0)
             first = i - i % period if i < listed else i
             # where the access sits in its list and where its DRAM requests sit in the access,
             # in the op's own bytes (so lists stay in step whatever the L2 caught): an L2 hit
