@@ -473,15 +473,17 @@ def test_requests_cover_each_tensor_once(cnn, t4):
 
 def test_request_addresses_follow_each_pattern():
     """Sequential accesses run from the tensor's start, strided ones touch 128 B lines spread
-    evenly over it, gathers lines at hashed places (seeded by op and tensor). Written out per
-    request against the compiled generator, which gives the same requests into kept buffers."""
-    ts = [_tensor(i, 1 << 16) for i in range(4)]  # 256 KiB each, a MiB apart
+    evenly over it, gathers runs of lines (a line where the run is not stated) at hashed places
+    (seeded by op and tensor). Written out per request against the compiled generator, which
+    gives the same requests into kept buffers."""
+    ts = [_tensor(i, 1 << 16) for i in range(5)]  # 256 KiB each, a MiB apart
     reads = (Access(ts[0], ts[0].nbytes), Access(ts[1], ts[1].nbytes // 8, Pattern.STRIDED),
-             Access(ts[2], ts[2].nbytes // 4, Pattern.GATHER))
+             Access(ts[2], ts[2].nbytes // 4, Pattern.GATHER),
+             Access(ts[4], ts[4].nbytes // 4, Pattern.GATHER, 3000))  # rows of 24 lines
     op = Op(7, "op7", "embedding", Phase.FORWARD, 0, reads, (Access(ts[3], ts[3].nbytes),),
             "fp32", Unit.VECTOR)
     traffic = L2Cache(0).filter(op)
-    address = np.arange(4, dtype=np.int64) * (1 << 20)
+    address = np.arange(5, dtype=np.int64) * (1 << 20)
     reqs = OpRequests(op.index, traffic, address, 1 << 30)
     r = reqs.between(0, 1)
     for a in traffic.accesses:
@@ -496,10 +498,15 @@ def test_request_addresses_follow_each_pattern():
                 offset = line * (size // 128) // -(-n // 4) * 128 + sector * 32
             else:
                 seed = (op.index << 20) ^ storage.id
-                offset = (line + seed) * 0x9E3779B1 % (size // 128) * 128 + sector * 32
+                run = -(-a.access.run_bytes // 128) or 1
+                place = (line // run + seed) * 0x9E3779B1 % (size // 128 // run)
+                offset = (place * run + line % run) * 128 + sector * 32
             want.append(base + offset % size)
         mine = r.address[(r.address >= base) & (r.address < base + size)]
         assert sorted(mine.tolist()) == sorted(want)
+        if a.access.run_bytes:  # each row read whole at one place: 24 lines a run
+            runs = np.unique((mine - base) // (24 * 128))
+            assert len(runs) == -(-n // (4 * 24)) and len(np.unique(mine)) == n
     scratch = RequestScratch()
     for p0, p1 in [(0, 0.5), (0.5, 1), (0.2, 0.9), (0, 1)]:
         kept, fresh = reqs.between(p0, p1, scratch), reqs.between(p0, p1)

@@ -26,6 +26,8 @@ def test_round_trip(tmp_path, name):
         assert back.flops(phase) == trace.flops(phase)
     assert [o.bytes_moved for o in back.ops] == [o.bytes_moved for o in trace.ops]
     assert [o.host_waits for o in back.ops] == [o.host_waits for o in trace.ops]
+    assert [[(a.pattern, a.run_bytes) for a in o.reads + o.writes] for o in back.ops] == \
+        [[(a.pattern, a.run_bytes) for a in o.reads + o.writes] for o in trace.ops]
     assert profile(back).peak_bytes == profile(trace).peak_bytes
     assert not list(tmp_path.glob(".*.tmp"))  # nothing half-written left behind
 
@@ -79,6 +81,11 @@ BAD_RECORDS = [
      "$.reads[0][0]", "expected the id of a tensor listed above"),
     ("negative bytes", '{"op":0,', '"reads":[[8,200704,', '"reads":[[8,-200704,',
      "$.reads[0][1]", "expected a number >= 0"),
+    ("run bytes on a stream", '{"op":0,', '"reads":[[8,200704,"sequential"]',
+     '"reads":[[8,200704,"sequential",4096]', "$.reads[0][3]",
+     "expected run bytes on a gather only"),
+    ("run bytes as text", '{"op":0,', '"reads":[[8,200704,"sequential"]',
+     '"reads":[[8,200704,"gather","rows"]', "$.reads[0][3]", "expected integer"),
     ("unknown math type", '{"op":0,', '"math_dtype":"tf32"', '"math_dtype":"fp128"',
      "$.math_dtype", 'got "fp128"'),
     ("unknown key", '{"op":0,', '"phase":', '"stage":"x","phase":', "$",

@@ -250,13 +250,13 @@ class Replay:
 
 def traffic_shape(op: Op, traffic: OpTraffic) -> tuple:
     """What ops must have in common to share DRAM results (`sampled` windows): kind, and per
-    access its pattern, DRAM bytes, direction and the first of the op's accesses to the same
-    storage. The last because an op that writes in place the rows it reads is served
-    differently (Adam's in-place steps about 5 % faster on the A40) from one of the same sizes
-    that writes elsewhere."""
+    access its pattern (and a gather's run), DRAM bytes, direction and the first of the op's
+    accesses to the same storage. The last because an op that writes in place the rows it reads
+    is served differently (Adam's in-place steps about 5 % faster on the A40) from one of the
+    same sizes that writes elsewhere."""
     first: dict[int, int] = {}
     return (op.kind, tuple(
-        (a.access.pattern, a.dram_bytes, a.is_write,
+        (a.access.pattern, a.access.run_bytes, a.dram_bytes, a.is_write,
          first.setdefault(a.access.tensor.storage.id, i))
         for i, a in enumerate(traffic.accesses)))
 

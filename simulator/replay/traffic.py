@@ -11,7 +11,9 @@ cycle that progress is reached.
 
 Patterns: sequential accesses run from the tensor's start (wrapping round when a tiled kernel
 re-reads more than the tensor holds); strided ones touch 128 B lines spread evenly over the
-tensor; gathers touch lines at pseudo-random places (seeded by op and tensor, so runs repeat).
+tensor; gathers touch runs of lines at pseudo-random places (seeded by op and tensor, so replays
+repeat), a run being what each index reads in one piece (an embedding row), a line where the
+trace does not say.
 
 Inline ECC (the check bits kept in the DRAM itself, in a carve-out above the data) costs
 bandwidth as well as capacity: NVIDIA's CUDA C++ Best Practices Guide (section "Theoretical
@@ -104,8 +106,9 @@ class OpRequests:
             size = max((storage.nbytes - skip) // ACCESS_BYTES * ACCESS_BYTES, ACCESS_BYTES)
             seed = (op_index << 20) ^ storage.id
             total = totals[i // period] if i < listed else max(sizes[i], 1)
+            run_lines = max(-(-a.access.run_bytes // LINE_BYTES), 1)
             self._parts.append((n, before + skip, step, total, base, size,
-                                a.access.pattern, int(a.is_write), seed))
+                                a.access.pattern, int(a.is_write), seed, run_lines))
 
     @property
     def scattered(self) -> bool:
@@ -122,12 +125,12 @@ class OpRequests:
         """Requests whose progress lies in [p0, p1), in progress order. With `scratch` they
         are views of its buffers, valid until its next use (fresh pages cost a fault each)."""
         parts = []
-        for n, start, step, total, base, size, pattern, is_write, seed in self._parts:
+        for n, start, step, total, base, size, pattern, is_write, seed, run in self._parts:
             lo = max(0, math.ceil((p0 * total - start) / step))
             hi = min(n, math.ceil((p1 * total - start) / step))
             if hi > lo:
                 parts.append((lo, hi, n, size, _PATTERN_CODE[pattern], seed, base, is_write,
-                              start, step, total))
+                              run, start, step, total))
         count = sum(hi - lo for lo, hi, *_ in parts)
         if self.ecc_base >= 0:
             count += sum(_checks(lo, hi) for lo, hi, *_ in parts)
@@ -135,8 +138,8 @@ class OpRequests:
         address, is_write, progress, spare = scratch.arrays(count)
         if not parts:
             return Requests(address.view(np.uint64), is_write, progress)
-        ints = np.array([p[:8] for p in parts], np.int64)
-        floats = np.array([p[8:] for p in parts], np.float64)
+        ints = np.array([p[:9] for p in parts], np.int64)
+        floats = np.array([p[9:] for p in parts], np.float64)
         if not _fill(ints, floats, self.capacity, self.ecc_base, address, is_write, progress):
             # accesses interleave by progress: a stable sort keeps each one's order
             order = np.argsort(progress, kind="stable")
@@ -174,8 +177,10 @@ def _fill(ints, floats, capacity, ecc_base, address, is_write, progress):
     for j in range(ints.shape[0]):
         lo, hi, n, size = ints[j, 0], ints[j, 1], ints[j, 2], ints[j, 3]
         pattern, seed, base, write = ints[j, 4], ints[j, 5], ints[j, 6], ints[j, 7]
+        run_lines = ints[j, 8]
         start, step, total = floats[j, 0], floats[j, 1], floats[j, 2]
         lines_in_tensor = max(size // LINE_BYTES, 1)
+        runs_in_tensor = max(lines_in_tensor // run_lines, 1)
         n_lines = max(-(-n // _BURSTS_PER_LINE), 1)
         seq = (lo * ACCESS_BYTES) % size  # a sequential access's offset, stepped (no division)
         for k in range(lo, hi):
@@ -186,8 +191,9 @@ def _fill(ints, floats, capacity, ecc_base, address, is_write, progress):
                 line, sector = k // _BURSTS_PER_LINE, k % _BURSTS_PER_LINE
                 if pattern == _STRIDED:  # lines spread evenly over the tensor
                     where = (line * lines_in_tensor) // n_lines
-                else:                    # gather: at hashed places
-                    where = ((line + seed) * _GATHER_HASH) % lines_in_tensor
+                else:                    # gather: runs of lines at hashed places
+                    run = ((line // run_lines + seed) * _GATHER_HASH) % runs_in_tensor
+                    where = run * run_lines + line % run_lines
                 offset = (where * LINE_BYTES + sector * ACCESS_BYTES) % size
             byte = base + offset
             byte = byte if byte < capacity else byte % capacity

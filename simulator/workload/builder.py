@@ -222,8 +222,9 @@ class TraceBuilder:
                      operand_values=self.execution.operand_values)
 
 
-def gather(t: Tensor, nbytes: int) -> Access:
-    return Access(t, nbytes, Pattern.GATHER)
+def gather(t: Tensor, nbytes: int, run_bytes: int = 0) -> Access:
+    """`nbytes` of `t` read or written at scattered places, `run_bytes` contiguous at each."""
+    return Access(t, nbytes, Pattern.GATHER, run_bytes)
 
 
 def part(t: Tensor, nbytes: int, pattern: Pattern = Pattern.SEQUENTIAL) -> Access:

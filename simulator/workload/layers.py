@@ -140,9 +140,10 @@ def embedding(b: TraceBuilder, idx: Tensor, w: Tensor, name: str) -> Tensor:
     rows = idx.numel
     dim = w.shape[1]
     # one row per index, but never more than the table: repeated rows come from cache
-    row_bytes = min(rows * dim * w.nbytes // w.numel, w.nbytes)
+    row = dim * w.nbytes // w.numel
+    row_bytes = min(rows * row, w.nbytes)
     y = b.activation(f"{name}.out", idx.shape + (dim,), w)
-    b.op(name, "embedding", [idx, gather(w, row_bytes)], [y])
+    b.op(name, "embedding", [idx, gather(w, row_bytes, row)], [y])
 
     def backward() -> None:
         gy = b.grad_of(y)
@@ -150,7 +151,7 @@ def embedding(b: TraceBuilder, idx: Tensor, w: Tensor, name: str) -> Tensor:
             return
         gw = b.new_grad(w)
         # embedding_dense_backward: zero the whole table, then scatter-add one row per index
-        b.op(f"{name}.grad_weight", "embedding", [gy, idx], [gw, gather(gw, row_bytes)])
+        b.op(f"{name}.grad_weight", "embedding", [gy, idx], [gw, gather(gw, row_bytes, row)])
         b.accumulate(w, gw)
 
     b.on_backward(backward)
@@ -518,14 +519,15 @@ def cross_entropy(b: TraceBuilder, logits: Tensor, target: Tensor, name: str) ->
     rows = logits.numel // logits.shape[-1]
     elem = logits.nbytes // logits.numel
     total_weight = b.activation(f"{name}.total_weight", (), dtype="fp32")
-    b.op(f"{name}.nll_loss", "loss", [target, gather(logp, rows * elem)], [loss, total_weight])
+    b.op(f"{name}.nll_loss", "loss", [target, gather(logp, rows * elem, elem)],
+         [loss, total_weight])
 
     def backward() -> None:
         gl = b.grad_of(loss)
         glogp = b.temporary(f"grad({logp.name})", logp.shape)
         # nll_loss_backward: zero-fill, then one element per row
         b.op(f"{name}.nll_loss.backward", "loss", [gl, target, total_weight],
-             [glogp, gather(glogp, rows * elem)])
+             [glogp, gather(glogp, rows * elem, elem)])
         gx = b.new_grad(logits)
         b.op(f"{name}.log_softmax.backward", "elementwise", [glogp, logp], [gx])
         b.accumulate(logits, gx)

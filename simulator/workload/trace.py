@@ -93,6 +93,9 @@ class Access:
     tensor: Tensor
     nbytes: int
     pattern: Pattern = Pattern.SEQUENTIAL
+    # a gather's contiguous bytes per index (an embedding row: d_model x element size), which
+    # it reads as one run of lines at one place; 0: one 128 B line at each place
+    run_bytes: int = 0
 
 
 @dataclass

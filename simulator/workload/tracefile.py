@@ -5,10 +5,11 @@ name, "source": {the workload file's content, when generated from one}, "tensors
 "causal_attention_flops": F, "eager": true, "operand_values": "random"}. Then one line per
 tensor, {"tensor": id, "name", "shape", "dtype", "category", "requires_grad", "retained",
 "alias_of"}, then one per op, {"op": index, "name", "kind", "phase", "flops", "dtype", "unit",
-"math_dtype", "layout", "list_length", "host_waits", "reads": [[tensor id, bytes, pattern],
-...], "writes": [...]}, then the held-tensor releases, {"release": tensor id, "at": op index}.
-Tensor ids are dense from 0 and precede their use, so a reader needs one pass and no
-look-ahead. The format is described in docs/formats.md ("Trace").
+"math_dtype", "layout", "list_length", "host_waits", "reads": [[tensor id, bytes, pattern]
+or, for a gather, [tensor id, bytes, "gather", run bytes], ...], "writes": [...]}, then the
+held-tensor releases, {"release": tensor id, "at": op index}. Tensor ids are dense from 0 and
+precede their use, so a reader needs one pass and no look-ahead. The format is described in
+docs/formats.md ("Trace").
 """
 
 from __future__ import annotations
@@ -54,10 +55,20 @@ def records(trace: Trace, source: dict | None = None,
                "flops": op.flops, "dtype": op.dtype, "unit": op.unit.value,
                "math_dtype": op.math_dtype, "layout": op.layout, "list_length": op.list_length,
                "host_waits": op.host_waits,
-               "reads": [[a.tensor.id, a.nbytes, a.pattern.value] for a in op.reads],
-               "writes": [[a.tensor.id, a.nbytes, a.pattern.value] for a in op.writes]}
+               "reads": [_access_record(a) for a in op.reads],
+               "writes": [_access_record(a) for a in op.writes]}
     for tid, at in trace.releases.items():
         yield {"release": tid, "at": at}
+
+
+def _access_record(a: Access) -> list:
+    """[tensor id, bytes, pattern], and a gather's run bytes where it states them."""
+    rec = [a.tensor.id, a.nbytes, a.pattern.value]
+    return rec + [a.run_bytes] if a.run_bytes else rec
+
+
+def _access(rec: list, tensors: list[Tensor]) -> Access:
+    return Access(tensors[rec[0]], rec[1], Pattern(rec[2]), rec[3] if len(rec) > 3 else 0)
 
 
 def write(trace: Trace, path: Path, source: dict | None = None,
@@ -143,13 +154,15 @@ def read(path: Path) -> tuple[Trace, dict]:
                 _need(rec["op"] == len(ops), path, n, "$.op",
                       f"expected op indices in order from 0: {len(ops)}")
                 for side in ("reads", "writes"):
-                    for i, (tid, _, _) in enumerate(rec[side]):
-                        _need(tid < len(tensors), path, n, f"$.{side}[{i}][0]",
+                    for i, a in enumerate(rec[side]):
+                        _need(a[0] < len(tensors), path, n, f"$.{side}[{i}][0]",
                               f"expected the id of a tensor listed above (0-{len(tensors) - 1})")
+                        _need(len(a) < 4 or a[2] == Pattern.GATHER.value or not a[3], path, n,
+                              f"$.{side}[{i}][3]", "expected run bytes on a gather only")
                 ops.append(Op(
                     rec["op"], rec["name"], rec["kind"], Phase(rec["phase"]), rec["flops"],
-                    tuple(Access(tensors[i], nb, Pattern(p)) for i, nb, p in rec["reads"]),
-                    tuple(Access(tensors[i], nb, Pattern(p)) for i, nb, p in rec["writes"]),
+                    tuple(_access(a, tensors) for a in rec["reads"]),
+                    tuple(_access(a, tensors) for a in rec["writes"]),
                     rec["dtype"], Unit(rec["unit"]), rec["math_dtype"], rec.get("layout", ""),
                     rec.get("list_length", 0), rec.get("host_waits", False)))
             else:
