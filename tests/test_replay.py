@@ -374,6 +374,22 @@ def test_l2_reuse_between_consecutive_ops():
     assert l2.filter(_op(4, [big], [])).dram_read_bytes == big.nbytes  # too big to stay
 
 
+def test_the_l2_writes_a_resident_storage_back_once_however_often_it_is_rewritten():
+    """Write-back: a kernel called again on the buffer the allocator hands back (or an
+    in-place op) dirties lines already dirty; the DRAM sees them once, until they leave."""
+    x, y, big = _tensor(0, 1 << 16), _tensor(1, 1 << 16), _tensor(2, 1 << 22)
+    l2 = L2Cache(4 << 20)
+    assert l2.filter(_op(0, [x], [y])).dram_write_bytes == y.nbytes   # dirtied: once
+    again = l2.filter(_op(1, [x], [y]))
+    assert again.dram_write_bytes == 0 and again.dram_read_bytes == 0
+    l2.filter(_op(2, [big], []))                   # streams through: y written back, gone
+    assert l2.filter(_op(3, [x], [y])).dram_write_bytes == y.nbytes
+    clean = L2Cache(4 << 20)
+    clean.filter(_op(0, [], [x]))
+    clean.filter(_op(1, [y], []))                  # y read, not written: clean
+    assert clean.filter(_op(2, [x], [y])).dram_write_bytes == y.nbytes
+
+
 
 def test_an_ops_own_writes_evict_the_input_it_has_not_read_yet():
     """LRU with write-allocate: an elementwise op reading a resident 3 MiB input and writing

@@ -2,10 +2,12 @@
 
 A model at tensor granularity, not a tag array: the L2 holds the most recently touched storages
 (least recently used goes first), up to its capacity. An op's read of a storage that is still
-resident is served by the L2; the rest goes to DRAM. Writes allocate in the L2 (write-back) and
-reach DRAM once each. A storage larger than the cache streams through it and leaves nothing
-reusable (an LRU scan evicts its own head before the next op reads it). On AMD cards the
-memory-side Infinity Cache counts as part of this capacity.
+resident is served by the L2; the rest goes to DRAM. Writes allocate in the L2 (write-back):
+a storage's dirty lines reach DRAM once while it stays resident, however often it is
+rewritten (an in-place op, a kernel called again on the buffer the allocator hands back), and
+are charged to the write that dirtied them. A storage larger than the cache streams through
+it and leaves nothing reusable (an LRU scan evicts its own head before the next op reads it).
+On AMD cards the memory-side Infinity Cache counts as part of this capacity.
 
 An op's own allocations compete with what it reads. While it streams its inputs it allocates
 its outputs (and the input bytes that missed); those evict the least recently used lines
@@ -84,17 +86,20 @@ class L2Cache:
         self.capacity = capacity_bytes
         self._resident: OrderedDict[int, int] = OrderedDict()  # storage id -> bytes held
         self._held = 0
+        self._dirty: set[int] = set()  # resident storages written since they came in
 
     def _touch(self, sid: int, nbytes: int) -> None:
         self._held -= self._resident.pop(sid, 0)
         if nbytes > self.capacity:  # streamed through: it evicted everything, and its own
             self._resident.clear()   # head before its tail arrived
+            self._dirty.clear()
             self._held = 0
             return
         self._resident[sid] = nbytes
         self._held += nbytes
         while self._held > self.capacity:
-            _, evicted = self._resident.popitem(last=False)
+            gone, evicted = self._resident.popitem(last=False)
+            self._dirty.discard(gone)
             self._held -= evicted
 
     def _hit_share(self, op: Op) -> float:
@@ -130,8 +135,12 @@ class L2Cache:
             self._touch(a.tensor.storage.id, max(a.nbytes, self._resident.get(
                 a.tensor.storage.id, 0)))
         for a in op.writes:
-            out.append(AccessTraffic(a, a.nbytes, True))
-            self._touch(a.tensor.storage.id, a.nbytes)
+            sid = a.tensor.storage.id
+            rewritten = sid in self._dirty and self._resident.get(sid, 0) >= a.nbytes
+            out.append(AccessTraffic(a, 0 if rewritten else a.nbytes, True))
+            self._touch(sid, max(a.nbytes, self._resident.get(sid, 0)))
+            if sid in self._resident:
+                self._dirty.add(sid)
         return OpTraffic(tuple(out), op.bytes_moved)
 
 
