@@ -302,8 +302,13 @@ def timed_alone(trace: Trace, op: Op, hw: Hardware, fidelity: str) -> float:
     return statistics.mean(sorted(o.time_s for o in est.ops[1:])[:NEUSIGHT_FASTEST])
 
 
+def l4_trace(model: str, batch: int, seq_len: int) -> Trace:
+    """One NeuSight L4 training step's trace, not replayed (its ops are timed alone)."""
+    return build_trace(_workload(l4_step(model, batch, seq_len), model))
+
+
 def l4_operator_rows(fidelity: str) -> list[dict]:
-    trace = build_trace(_workload(l4_step("bert-large", 2, 512), "bert-large"))
+    trace = l4_trace("bert-large", 2, 512)
     hw = load_hardware("l4")
     forward = {o.name: o for o in trace.ops if o.phase is Phase.FORWARD}
     out = []

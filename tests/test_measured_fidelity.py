@@ -1,5 +1,6 @@
 """benchmarks/measured_fidelity.py: its JSON contract, and that each case is what it names."""
 
+import dataclasses
 
 import pytest
 from conftest import REPO, load_benchmark
@@ -7,6 +8,7 @@ from conftest import REPO, load_benchmark
 from simulator.config.hardware import load_hardware
 from simulator.gpu.dispatch import dispatch_s
 from simulator.pipeline import analyze
+from simulator.replay import replay
 
 
 @pytest.fixture(scope="module")
@@ -115,14 +117,12 @@ def test_an_operator_is_timed_as_neusight_timed_it(harness):
     """Called again and again with the host waiting on each call, a lone op pays its
     dispatch every time, and an op whose operands the L4's 48 MB L2 holds (GELU on 16.8 MB)
     runs from the L2 after the untimed first call: faster than once from a cold cache."""
-    trace = harness.build_trace(harness._workload(harness.l4_step("bert-large", 2, 512),
-                                                  "bert-large"))
+    trace = harness.l4_trace("bert-large", 2, 512)
     hw = load_hardware("l4")
-    ops = {o.name: o for o in trace.ops}
-    gelu = ops["layer.0.gelu"]
+    gelu = next(o for o in trace.ops if o.name == "layer.0.gelu")
     alone = harness.timed_alone(trace, gelu, hw, "sampled")
-    cold = harness.replay(harness.dataclasses.replace(trace, ops=[gelu], releases={}), hw,
-                          "sampled", initial_heat=0.0).ops[0].time_s
+    cold = replay(dataclasses.replace(trace, ops=[gelu], releases={}), hw, "sampled",
+                  initial_heat=0.0).ops[0].time_s
     assert dispatch_s(gelu) < alone < 0.5 * cold
 
 
