@@ -248,15 +248,16 @@ def l4_rows(fidelity: str) -> list[dict]:
     return out
 
 
-# NeuSight's L4 operators of that BERT-large step at batch 2 x 512 (benchmarks/measured/
-# l4_fp32_bert_large_train_512_2.csv: the embedding, the first encoder layer and the heads, each
-# op timed alone, forward) against the same ops of the replayed step, each timed as NeuSight's
-# run_kernel times it (neusight/Tracing/analysis.py at sitar-lab/NeuSight@6945927): after an
-# idle pause, one untimed call, then 25 calls each between two CUDA events and followed by a
-# synchronize, the mean of the fastest 5. Each call's output goes where the last one's was
-# (`result = None` frees it first), and finds its inputs in the L2 where they fit. Host-only
-# rows (views, sizes) and ops the model folds into others are left out.
-L4_OPERATORS = {
+# NeuSight's L4 operators of three of those training steps (benchmarks/measured/
+# l4_fp32_<model>_train_<seq>_<batch>.csv: BERT-large at batch 2 and 8 x 512, the embedding, the
+# first encoder layer and the heads; GPT-2 large at batch 1 x 1024, the embedding, the first
+# block and the head), each op timed alone, forward, against the same ops of the step's trace,
+# each timed as NeuSight's run_kernel times it (neusight/Tracing/analysis.py at
+# sitar-lab/NeuSight@6945927): after an idle pause, one untimed call, then 25 calls each between
+# two CUDA events and followed by a synchronize, the mean of the fastest 5. Each call's output
+# goes where the last one's was (`result = None` frees it first), and finds its inputs in the L2
+# where they fit. Host-only rows (views, sizes) and ops the model folds into others are left out.
+BERT_OPERATORS = {
     "bert_embeddings_word_embeddings": "embeddings.word",
     "add_2": "embeddings.sum_type",
     "add_3": "embeddings.sum_pos",
@@ -288,18 +289,74 @@ L4_OPERATORS = {
     "cls_predictions_decoder": "cls.decoder",
 }
 
+GPT2_OPERATORS = {
+    "transformer_wte": "wte",
+    "transformer_wpe": "wpe",
+    "add_1": "embed_sum",
+    "transformer_drop": "drop",
+    "transformer_h_0_ln_1": "h.0.ln_1",
+    "addmm": "h.0.attn.c_attn",
+    "matmul": "h.0.attn.sdpa.qk",
+    "truediv": "h.0.attn.sdpa.scale",
+    "where": "h.0.attn.sdpa.mask",
+    "softmax": "h.0.attn.sdpa.softmax",
+    "transformer_h_0_attn_attn_dropout": "h.0.attn.sdpa.dropout",
+    "matmul_1": "h.0.attn.sdpa.av",
+    "contiguous": "h.0.attn.heads_merge",
+    "addmm_1": "h.0.attn.c_proj",
+    "transformer_h_0_attn_resid_dropout": "h.0.attn.resid_dropout",
+    "add_10": "h.0.attn.residual",
+    "transformer_h_0_ln_2": "h.0.ln_2",
+    "addmm_2": "h.0.mlp.c_fc",
+    # Hugging Face's gelu_new, op by op: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    "mul": "h.0.mlp.gelu.half",
+    "pow_2": "h.0.mlp.gelu.cube",
+    "mul_1": "h.0.mlp.gelu.scale_cube",
+    "add_12": "h.0.mlp.gelu.sum",
+    "mul_2": "h.0.mlp.gelu.scale_sum",
+    "tanh": "h.0.mlp.gelu.tanh",
+    "add_13": "h.0.mlp.gelu.one_plus",
+    "mul_3": "h.0.mlp.gelu.product",
+    "addmm_3": "h.0.mlp.c_proj",
+    "transformer_h_0_mlp_dropout": "h.0.mlp.dropout",
+    "add_15": "h.0.mlp.residual",
+    "transformer_ln_f": "ln_f",
+    "lm_head": "lm_head",
+}
+L4_OPERATOR_STEPS = (  # (file, model, batch, sequence, NeuSight's name -> the trace's)
+    ("l4_fp32_bert_large_train_512_2.csv", "bert-large", 2, 512, BERT_OPERATORS),
+    ("l4_fp32_bert_large_train_512_8.csv", "bert-large", 8, 512, BERT_OPERATORS),
+    ("l4_fp32_gpt2_large_train_1024_1.csv", "gpt2-large", 1, 1024, GPT2_OPERATORS),
+)
+
 
 NEUSIGHT_CALLS, NEUSIGHT_FASTEST = 25, 5  # run_kernel's `active` and `sample`
 
 
-def timed_alone(trace: Trace, op: Op, hw: Hardware, fidelity: str) -> float:
-    """Seconds NeuSight's run_kernel reports for one op of a step (see above): the op called
-    1 + NEUSIGHT_CALLS times from a cool card, the host waiting for each call to finish."""
-    calls = [dataclasses.replace(op, index=i, host_waits=True)
-             for i in range(1 + NEUSIGHT_CALLS)]
+def timed_alone(trace: Trace, ops: list[Op], hw: Hardware, fidelity: str) -> float:
+    """Seconds NeuSight's run_kernel reports for one call of a step (see above) that runs `ops`:
+    the call made 1 + NEUSIGHT_CALLS times from a cool card, the host waiting for each call to
+    finish."""
+    n = len(ops)
+    calls = [dataclasses.replace(op, index=i * n + j, host_waits=j == n - 1)
+             for i in range(1 + NEUSIGHT_CALLS) for j, op in enumerate(ops)]
     alone = dataclasses.replace(trace, ops=calls, releases={})
     est = replay(alone, hw, fidelity, placement=place(alone), initial_heat=0.0)
-    return statistics.mean(sorted(o.time_s for o in est.ops[1:])[:NEUSIGHT_FASTEST])
+    per_call = [sum(o.time_s for o in est.ops[i * n:(i + 1) * n])
+                for i in range(1, 1 + NEUSIGHT_CALLS)]
+    return statistics.mean(sorted(per_call)[:NEUSIGHT_FASTEST])
+
+
+# The copies torch.matmul makes of a head-split operand before its bmm, where the view's batch
+# dims do not fold (simulator/workload/layers.py, _attention_math): inside the one call
+MATMUL_COPIES = {"qk": ("q_copy", "k_copy"), "av": ("v_copy",)}
+
+
+def call_ops(forward: dict[str, Op], name: str) -> list[Op]:
+    """The ops of the trace one of NeuSight's calls runs: the op, after its matmul's copies."""
+    stem, _, last = name.rpartition(".")
+    copies = [f"{stem}.{c}" for c in MATMUL_COPIES.get(last, ())]
+    return [forward[c] for c in copies if c in forward] + [forward[name]]
 
 
 def l4_trace(model: str, batch: int, seq_len: int) -> Trace:
@@ -308,16 +365,17 @@ def l4_trace(model: str, batch: int, seq_len: int) -> Trace:
 
 
 def l4_operator_rows(fidelity: str) -> list[dict]:
-    trace = l4_trace("bert-large", 2, 512)
     hw = load_hardware("l4")
-    forward = {o.name: o for o in trace.ops if o.phase is Phase.FORWARD}
     out = []
-    for row in read_rows("l4_fp32_bert_large_train_512_2.csv"):
-        ours = L4_OPERATORS.get(row["name"])
-        if ours is not None:
-            out.append(_result(f"l4 bert-large 2x512 {ours}",
-                               timed_alone(trace, forward[ours], hw, fidelity),
-                               float(row["fw_latency_ms"]) * MS))
+    for file, model, batch, seq, names in L4_OPERATOR_STEPS:
+        trace = l4_trace(model, batch, seq)
+        forward = {o.name: o for o in trace.ops if o.phase is Phase.FORWARD}
+        for row in read_rows(file):
+            ours = names.get(row["name"])
+            if ours is not None:
+                out.append(_result(f"l4 {model} {batch}x{seq} {ours}",
+                                   timed_alone(trace, call_ops(forward, ours), hw, fidelity),
+                                   float(row["fw_latency_ms"]) * MS))
     return out
 
 

@@ -9,7 +9,7 @@ from reference_figures import CNN, TRANSFORMER
 from simulator.config.workload import Execution, load_workload
 from simulator.workload.generate import build_trace
 from simulator.workload.memory import profile
-from simulator.workload.trace import Category, Phase
+from simulator.workload.trace import Category, Pattern, Phase
 
 FLOP_TOLERANCE = 0.01   # FLOPs per phase within 1 %
 PEAK_TOLERANCE = 0.05   # peak live bytes within 5 %
@@ -586,6 +586,32 @@ def test_eager_attention_scales_and_masks_the_scores(name, mask):
     assert _score_passes(eager, Phase.BACKWARD) == backward
     assert sum(op.bytes_moved for op in eager.ops) > \
         sum(op.bytes_moved for op in math_trace.ops)
+
+
+def test_eager_matmul_copies_head_split_operands_that_do_not_fold():
+    """torch.matmul reshapes a (batch, heads, len, dim) view to one bmm batch: from batch 2 a
+    head split's dims do not collapse, so q, k's transpose and v are copied first and the bmms
+    read the copies, forward and backward; at batch 1 the views go to bmm as they are."""
+    spec = load_workload("bert-base")
+    b, s, e, heads = 32, 128, 768, 12
+
+    def attention_ops(batch):
+        trace = build_trace(_with(dataclasses.replace(spec, batch_size=batch), attention="eager"))
+        return {op.name.split(".sdpa.")[-1]: op for op in trace.ops
+                if op.name.startswith("layer.0.sdpa.")}
+
+    ops = attention_ops(b)
+    copies = {n: ops[n] for n in ("q_copy", "k_copy", "v_copy")}
+    for op in copies.values():
+        assert op.kind == "copy" and op.reads[0].pattern is Pattern.STRIDED
+        assert op.bytes_read == op.bytes_written == b * s * e * 4
+    assert copies["k_copy"].writes[0].tensor.shape == (b * heads, e // heads, s)  # k transposed
+    for bmm, operand in (("qk", "q_copy"), ("qk", "k_copy"), ("av", "v_copy"),
+                         ("qk.grad_q", "k_copy"), ("qk.grad_k", "q_copy"),
+                         ("av.grad_probs", "v_copy")):
+        read = {a.tensor.storage.id for a in ops[bmm].reads}
+        assert copies[operand].writes[0].tensor.storage.id in read, (bmm, operand)
+    assert not {"q_copy", "k_copy", "v_copy"} & set(attention_ops(1))
 
 
 def test_gelu_new_runs_as_hugging_faces_eight_eager_kernels():

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from simulator.config.models import window_output
 from simulator.workload.builder import TraceBuilder, gather, part
-from simulator.workload.trace import DTYPE_BYTES, Category, Pattern, Tensor, Unit
+from simulator.workload.trace import DTYPE_BYTES, Access, Category, Pattern, Tensor, Unit
 
 
 def _matmul_math(b: TraceBuilder, conv: bool, dtype: str) -> str:
@@ -408,7 +408,14 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
     GPT2Attention._attn in transformers 4.x): bmm, divide the scores by sqrt(head_dim), mask
     them (a causal mask by torch.where, else the padding mask added), softmax, dropout, bmm:
     two more passes over the score matrix. q, k and v are strided views of their sources; the
-    score matrix lives in DRAM."""
+    score matrix lives in DRAM.
+
+    Eager, the views reach bmm through torch.matmul, which folds a 4-D operand's (batch, heads)
+    dims into one bmm batch with `reshape`: a view where the two dims collapse into one stride,
+    else a contiguous copy (torch.reshape's documented rule; at::native's _matmul_impl in
+    aten/src/ATen/native/LinearAlgebra.cpp). A head split, view(b, s, h, d).permute(0, 2, 1, 3),
+    collapses only when batch or heads is 1, so from batch 2 on q, k's transpose and v are each
+    copied before their bmm, which reads (and saves for backward) the copy."""
     bh = s.batch * s.heads
     elem = DTYPE_BYTES[q_src.dtype]
     q_bytes = bh * s.q_len * s.head_dim * elem
@@ -418,16 +425,20 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
     srcs = _sources(q_src, k_src, v_src)
     v_grads: list[Tensor] = []
 
-    if eager:  # q is read in place; the scale comes after the bmm
+    folded = eager and (s.batch == 1 or s.heads == 1)  # matmul's reshape stays a view
+    if eager:  # q is read as matmul hands it to bmm; the scale comes after the bmm
         q = q_src
-        q_read = part(q_src, q_bytes, strided)
+        q_read = _bmm_operand(b, q_src, q_bytes, (bh, s.q_len, s.head_dim), folded,
+                              f"{name}.q_copy")
     else:
         q = b.activation(f"{name}.q_scaled", (bh, s.q_len, s.head_dim), q_src)
         b.op(f"{name}.scale", "elementwise", [part(q_src, q_bytes, strided)], [q])
         q_read = q
+    k_read = _bmm_operand(b, k_src, kv_bytes, (bh, s.head_dim, s.kv_len), folded,
+                          f"{name}.k_copy") if eager else part(k_src, kv_bytes, strided)
     scores = b.activation(f"{name}.scores", (bh, s.q_len, s.kv_len), q, k_src)
-    b.op(f"{name}.qk", "matmul", [q_read, part(k_src, kv_bytes, strided)], [scores],
-         s.bmm_flops(), Unit.MATRIX, math_dtype=md)
+    b.op(f"{name}.qk", "matmul", [q_read, k_read], [scores], s.bmm_flops(), Unit.MATRIX,
+         math_dtype=md)
 
     def backward_qk() -> None:
         gs = b.grad_of(scores)
@@ -435,8 +446,8 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
             return
         q_shape = (bh, s.q_len, s.head_dim)
         gq = b.temporary(f"grad({name}.q_scaled)", q_shape)
-        b.op(f"{name}.qk.grad_q", "matmul", [gs, part(k_src, kv_bytes, strided)], [gq],
-             s.bmm_flops(), Unit.MATRIX, math_dtype=md)
+        b.op(f"{name}.qk.grad_q", "matmul", [gs, k_read], [gq], s.bmm_flops(), Unit.MATRIX,
+             math_dtype=md)
         gk = b.temporary(f"grad({name}.k)", (bh, s.kv_len, s.head_dim))
         b.op(f"{name}.qk.grad_k", "matmul", [gs, q_read], [gk], s.bmm_flops(), Unit.MATRIX,
              math_dtype=md)
@@ -469,17 +480,19 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
 
     b.on_backward(backward_softmax)
     dropped = autocast_low(b, dropout(b, probs, dropout_p, f"{name}.dropout"))
+    v_read = _bmm_operand(b, v_src, kv_bytes, (bh, s.kv_len, s.head_dim), folded,
+                          f"{name}.v_copy") if eager else part(v_src, kv_bytes, strided)
     out = b.activation(f"{name}.out", out_shape, dropped, v_src)
-    b.op(f"{name}.av", "matmul", [dropped, part(v_src, kv_bytes, strided)], [out],
-         s.bmm_flops(), Unit.MATRIX, math_dtype=md)
+    b.op(f"{name}.av", "matmul", [dropped, v_read], [out], s.bmm_flops(), Unit.MATRIX,
+         math_dtype=md)
 
     def backward_av() -> None:
         gout = b.grad_of(out)
         if gout is None:
             return
         gd = b.new_grad(dropped)
-        b.op(f"{name}.av.grad_probs", "matmul", [gout, part(v_src, kv_bytes, strided)], [gd],
-             s.bmm_flops(), Unit.MATRIX, math_dtype=md)
+        b.op(f"{name}.av.grad_probs", "matmul", [gout, v_read], [gd], s.bmm_flops(),
+             Unit.MATRIX, math_dtype=md)
         b.accumulate(dropped, gd)
         gv = b.temporary(f"grad({name}.v)", (bh, s.kv_len, s.head_dim))
         b.op(f"{name}.av.grad_v", "matmul", [dropped, gout], [gv], s.bmm_flops(), Unit.MATRIX,
@@ -487,6 +500,17 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
         v_grads.append(gv)
 
     b.on_backward(backward_av)
+    return out
+
+
+def _bmm_operand(b: TraceBuilder, src: Tensor, nbytes: int, shape: tuple[int, ...],
+                 folded: bool, name: str) -> Access | Tensor:
+    """A head-split view of `src` as eager torch.matmul hands it to bmm: the view itself where
+    its batch dims fold, else a contiguous copy (see _attention_math)."""
+    if folded:
+        return part(src, nbytes, Pattern.STRIDED)
+    out = b.activation(f"{name}.out", shape, src)
+    b.op(name, "copy", [part(src, nbytes, Pattern.STRIDED)], [out])
     return out
 
 
