@@ -8,7 +8,7 @@ import pytest
 from conftest import REPO, load_benchmark
 
 from simulator.config.hardware import load_hardware
-from simulator.config.workload import Execution
+from simulator.config.workload import Execution, load_workload
 from simulator.gpu import library
 from simulator.gpu.clocks import Clocks, ClockState, clocks
 from simulator.gpu.compute import GemmShape, gemm_plan, kernel_compute
@@ -19,6 +19,7 @@ from simulator.replay import SEPARATION, replay, separation
 from simulator.replay.bottleneck import timeline_s
 from simulator.workload import layers as L
 from simulator.workload.builder import TraceBuilder
+from simulator.workload.generate import build_trace
 from simulator.workload.trace import Category, Unit
 
 
@@ -241,6 +242,20 @@ def test_a_lone_op_waits_for_the_host_and_a_graph_does_not(t4):
     assert graph.ops[0].launch_s == pytest.approx(2e-6)
     assert op.bound == "launch"
     assert dispatch_s(op.op, eager=False) == 0
+
+
+def test_dropout_is_its_own_kind_with_its_own_host_cost():
+    """native_dropout draws its RNG offset and allocates its mask on the host: a dropout op
+    costs more to dispatch than an elementwise pass, generated or captured; its backward, a
+    masked multiply, is an elementwise pass."""
+    from simulator.workload.capture import op_kind
+    trace = build_trace(load_workload("bert-base"))
+    drops = [o for o in trace.ops if o.name.endswith("dropout")]
+    assert drops and {o.kind for o in drops} == {"dropout"}
+    assert {o.kind for o in trace.ops if o.name.endswith("dropout.backward")} == {"elementwise"}
+    assert dispatch_s(drops[0]) > dispatch_s(dataclasses.replace(drops[0], kind="elementwise"))
+    assert op_kind("native_dropout") == "dropout"
+    assert op_kind("native_dropout_backward") == "elementwise"
 
 
 def test_tiny_kernels_leave_the_step_host_bound_and_long_ones_hide_the_host(t4):

@@ -24,6 +24,8 @@ from simulator.workload.trace import Op
 DISPATCH_US = {
     "elementwise": 22.0,  # T4: add/mul/tanh 25-26 us lone
     "copy": 22.0,         # H200: clone 26 us lone, as elementwise
+    "dropout": 29.5,      # H200: F.dropout 30.7 us lone where add and mul take 23.0-23.3 (the
+    #                       smallest of kernels.csv): native_dropout's RNG offset and its mask
     "reduction": 26.0,    # T4: softmax 33 us lone; H200: softmax 23, sum 27
     "norm": 44.0,         # T4: LayerNorm 48 us lone (a module call: Python adds to the op)
     "matmul": 32.0,       # T4: bmm 36 us lone; H200: mm 29-32 (cuBLAS's heuristics run on the host)

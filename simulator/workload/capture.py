@@ -25,7 +25,13 @@ _DTYPES = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": 
 _KINDS = (("mm", "matmul"), ("addmm", "matmul"), ("bmm", "matmul"), ("baddbmm", "matmul"),
           ("convolution", "conv"), ("scaled_dot_product", "attention"), ("norm", "norm"),
           ("embedding", "embedding"), ("nll_loss", "loss"), ("_foreach", "optimizer"),
-          ("copy", "copy"), ("clone", "copy"), ("sum", "reduction"), ("mean", "reduction"))
+          ("copy", "copy"), ("clone", "copy"), ("sum", "reduction"), ("mean", "reduction"),
+          ("dropout_backward", "elementwise"), ("dropout", "dropout"))
+
+
+def op_kind(name: str) -> str:
+    """Our op kind for an aten op (its overload packet's name without `aten.`)."""
+    return next((k for key, k in _KINDS if key in name), "elementwise")
 
 
 def load_function(target: str):
@@ -123,7 +129,7 @@ def capture(make_step, name: str) -> Trace:
             if packet in flop_registry:
                 flops = int(flop_registry[packet](*args, **kwargs, out_val=out))
             name = str(packet).replace("aten.", "")
-            kind = next((k for key, k in _KINDS if key in name), "elementwise")
+            kind = op_kind(name)
             dtype = next((a.tensor.dtype for a in writes
                           if a.tensor.dtype.startswith(("fp", "bf"))), "fp32")
             layout = ""

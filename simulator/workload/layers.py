@@ -179,7 +179,7 @@ def dropout(b: TraceBuilder, x: Tensor, p: float, name: str) -> Tensor:
         return x
     y = b.activation(f"{name}.out", x.shape, x)
     mask = b.activation(f"{name}.mask", x.shape, dtype="bool")
-    b.op(name, "elementwise", [x], [y, mask])
+    b.op(name, "dropout", [x], [y, mask])
     _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy, mask])
     return y
 

@@ -102,7 +102,8 @@ class Access:
 class Op:
     index: int
     name: str
-    # matmul, conv, attention, elementwise, norm, reduction, copy, embedding, loss, optimizer
+    # matmul, conv, attention, elementwise, dropout, norm, reduction, copy, embedding, loss,
+    # optimizer
     kind: str
     phase: Phase
     flops: int       # FlopCounterMode convention: matmul, convolution and attention only
