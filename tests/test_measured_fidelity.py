@@ -141,6 +141,14 @@ def test_an_attention_matmul_call_runs_the_copies_its_reshape_makes(harness):
         assert len(harness.call_ops(forward, f"{stem}.av")) == 1 + copies // 2
 
 
+def test_l4_operators_hold_their_accuracy(harness):
+    """NeuSight's 89 L4 operators of three training steps, each timed alone as it timed them
+    (docs/validation.md: median 15.0 %, p90 40.0 %): a change that loses more fails here."""
+    s = harness.summary(harness.l4_operator_rows("sampled"))
+    assert s["cases"] == 89
+    assert s["median_abs_error"] <= 0.17 and s["p90_abs_error"] <= 0.45
+
+
 def test_l4_training_phases_hold_their_accuracy(harness):
     """NeuSight's L4 phases with Hugging Face's eager attention, the L4 at the clock its long
     GEMMs hold (hardware/l4.json): -6.1 to +7.2 % now; a change that loses more fails here."""
