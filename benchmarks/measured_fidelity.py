@@ -52,7 +52,7 @@ from simulator.workload import layers as L  # noqa: E402
 from simulator.workload.allocator import place  # noqa: E402
 from simulator.workload.builder import TraceBuilder  # noqa: E402
 from simulator.workload.generate import build_trace  # noqa: E402
-from simulator.workload.trace import Category, Op, Phase, Trace, Unit  # noqa: E402
+from simulator.workload.trace import Category, Op, Pattern, Phase, Trace, Unit  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "measured"
 REPO = Path(__file__).resolve().parent.parent
@@ -259,6 +259,8 @@ def l4_rows(fidelity: str) -> list[dict]:
 # where they fit. Host-only rows (views, sizes) and ops the model folds into others are left out.
 BERT_OPERATORS = {
     "bert_embeddings_word_embeddings": "embeddings.word",
+    "bert_embeddings_token_type_embeddings": "embeddings.token_type",
+    "bert_embeddings_position_embeddings": "embeddings.position",
     "add_2": "embeddings.sum_type",
     "add_3": "embeddings.sum_pos",
     "bert_embeddings_layer_norm": "embeddings.LayerNorm",
@@ -323,10 +325,21 @@ GPT2_OPERATORS = {
     "transformer_ln_f": "ln_f",
     "lm_head": "lm_head",
 }
-L4_OPERATOR_STEPS = (  # (file, model, batch, sequence, NeuSight's name -> the trace's)
-    ("l4_fp32_bert_large_train_512_2.csv", "bert-large", 2, 512, BERT_OPERATORS),
-    ("l4_fp32_bert_large_train_512_8.csv", "bert-large", 8, 512, BERT_OPERATORS),
-    ("l4_fp32_gpt2_large_train_1024_1.csv", "gpt2-large", 1, 1024, GPT2_OPERATORS),
+# Inference (eval mode, no_grad): the same ops less dropout, an identity there, and BERT's
+# masked-LM head (a sequence classifier is timed: its head is a few small ops)
+BERT_INFERENCE = {k: v for k, v in BERT_OPERATORS.items()
+                  if "dropout" not in v and not v.startswith("cls.")}
+GPT2_INFERENCE = {k: v for k, v in GPT2_OPERATORS.items() if "drop" not in v}
+L4_OPERATOR_STEPS = (  # (file, model, batch, sequence, training?, NeuSight's name -> the trace's)
+    ("l4_fp32_bert_large_train_512_2.csv", "bert-large", 2, 512, True, BERT_OPERATORS),
+    ("l4_fp32_bert_large_train_512_8.csv", "bert-large", 8, 512, True, BERT_OPERATORS),
+    ("l4_fp32_gpt2_large_train_1024_1.csv", "gpt2-large", 1, 1024, True, GPT2_OPERATORS),
+    ("l4_fp32_bert_large_inference_512_8.csv", "bert-large", 8, 512, False, BERT_INFERENCE),
+    ("l4_fp32_bert_large_inference_512_16.csv", "bert-large", 16, 512, False, BERT_INFERENCE),
+    ("l4_fp32_gpt2_large_inference_1024_4.csv", "gpt2-large", 4, 1024, False, GPT2_INFERENCE),
+    ("l4_fp32_gpt2_large_inference_1024_8.csv", "gpt2-large", 8, 1024, False, GPT2_INFERENCE),
+    ("l4_fp32_gpt3_xl_inference_2048_2.csv", "gpt3-xl", 2, 2048, False, GPT2_INFERENCE),
+    ("l4_fp32_gpt3_27_inference_2048_2.csv", "gpt3-2.7b", 2, 2048, False, GPT2_INFERENCE),
 )
 
 
@@ -352,28 +365,48 @@ def timed_alone(trace: Trace, ops: list[Op], hw: Hardware, fidelity: str) -> flo
 MATMUL_COPIES = {"qk": ("q_copy", "k_copy"), "av": ("v_copy",)}
 
 
+# NeuSight fed its models input_ids = torch.ones (neusight/Tracing/trace.py at
+# sitar-lab/NeuSight@6945927), and BERT's token types default to zeros: every index of these
+# lookups is the same, so the gather reads one row, the caches serve the rest
+CONSTANT_INDEX_LOOKUPS = ("embeddings.word", "embeddings.token_type", "wte")
+
+
+def as_fed(op: Op) -> Op:
+    """The op on NeuSight's inputs: a lookup of one repeated index reads its row once."""
+    if op.name not in CONSTANT_INDEX_LOOKUPS:
+        return op
+    return dataclasses.replace(op, reads=tuple(
+        dataclasses.replace(a, nbytes=a.run_bytes) if a.pattern is Pattern.GATHER else a
+        for a in op.reads))
+
+
 def call_ops(forward: dict[str, Op], name: str) -> list[Op]:
     """The ops of the trace one of NeuSight's calls runs: the op, after its matmul's copies."""
     stem, _, last = name.rpartition(".")
     copies = [f"{stem}.{c}" for c in MATMUL_COPIES.get(last, ())]
-    return [forward[c] for c in copies if c in forward] + [forward[name]]
+    return [forward[c] for c in copies if c in forward] + [as_fed(forward[name])]
 
 
-def l4_trace(model: str, batch: int, seq_len: int) -> Trace:
-    """One NeuSight L4 training step's trace, not replayed (its ops are timed alone)."""
-    return build_trace(_workload(l4_step(model, batch, seq_len), model))
+def l4_trace(model: str, batch: int, seq_len: int, training: bool = True) -> Trace:
+    """One NeuSight L4 training step's trace, not replayed (its ops are timed alone); for an
+    inference run, the step without dropout, whose forward ops are the inference's."""
+    raw = l4_step(model, batch, seq_len)
+    if not training:
+        raw["model"] = dict(raw["model"], dropout=0.0)
+    return build_trace(_workload(raw, model))
 
 
 def l4_operator_rows(fidelity: str) -> list[dict]:
     hw = load_hardware("l4")
     out = []
-    for file, model, batch, seq, names in L4_OPERATOR_STEPS:
-        trace = l4_trace(model, batch, seq)
+    for file, model, batch, seq, training, names in L4_OPERATOR_STEPS:
+        trace = l4_trace(model, batch, seq, training)
         forward = {o.name: o for o in trace.ops if o.phase is Phase.FORWARD}
+        run = "" if training else " inference"
         for row in read_rows(file):
             ours = names.get(row["name"])
             if ours is not None:
-                out.append(_result(f"l4 {model} {batch}x{seq} {ours}",
+                out.append(_result(f"l4 {model} {batch}x{seq}{run} {ours}",
                                    timed_alone(trace, call_ops(forward, ours), hw, fidelity),
                                    float(row["fw_latency_ms"]) * MS))
     return out
