@@ -251,7 +251,8 @@ def l4_rows(fidelity: str) -> list[dict]:
 # NeuSight's L4 operators of three of those training steps (benchmarks/measured/
 # l4_fp32_<model>_train_<seq>_<batch>.csv: BERT-large at batch 2 and 8 x 512, the embedding, the
 # first encoder layer and the heads; GPT-2 large at batch 1 x 1024, the embedding, the first
-# block and the head), each op timed alone, forward, against the same ops of the step's trace,
+# block and the head) and of the L4's six inference runs below (l4_fp32_<model>_inference_
+# <seq>_<batch>.csv), each op timed alone, forward, against the same ops of the step's trace,
 # each timed as NeuSight's run_kernel times it (neusight/Tracing/analysis.py at
 # sitar-lab/NeuSight@6945927): after an idle pause, one untimed call, then 25 calls each between
 # two CUDA events and followed by a synchronize, the mean of the fastest 5. Each call's output
