@@ -10,10 +10,10 @@ second) and NeuSight's L4 training steps (BERT-large at batch 2 and 8, GPT-2 lar
 and backward apart. BERT SQuAD, apart from those: Lambda's BERT-large and BERT-base SQuAD
 fine-tuning throughput on the same GDDR6 cards (fp32 and apex O2 AMP), a workload the model
 was not built beside. Inference, apart from the training figures: NeuSight's fp32 forwards of
-BERT-large and GPT-2 large on the T4 and the L4. Operators: the L4's BERT-large step at batch
-2 x 512 op by op (the first encoder layer, the embedding and the heads, forward), each op of
-the replayed step timed as NeuSight timed it: alone, called again and again. Data and sources:
-benchmarks/measured/.
+BERT-large and GPT-2 large on the T4 and the L4. Operators: the forward ops NeuSight timed of
+three L4 training steps and six L4 inference runs (the embedding, the first block and the
+head), each op of the step's trace timed as NeuSight timed it: alone, called again and again,
+on NeuSight's inputs. Data and sources: benchmarks/measured/.
 
 Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
 max absolute error as fractions of the measured time. `--json` prints
@@ -211,8 +211,11 @@ L4_MODELS = {
 }
 
 
-def l4_step(model: str, batch: int, seq_len: int) -> dict:
-    return {"format_version": 1, "name": f"{model}-neusight", "model": L4_MODELS[model],
+def l4_step(model: str, batch: int, seq_len: int, training: bool = True) -> dict:
+    """The workload of a NeuSight L4 step; for an inference run, without dropout (an identity
+    in eval mode), whose forward ops are the inference's."""
+    model_spec = L4_MODELS[model] if training else dict(L4_MODELS[model], dropout=0.0)
+    return {"format_version": 1, "name": f"{model}-neusight", "model": model_spec,
             "data": {"batch_size": batch, "seq_len": seq_len},
             "training": {"dtype": "fp32", "loss": "cross_entropy",
                          "optimizer": {"type": "adamw"},
@@ -389,12 +392,8 @@ def call_ops(forward: dict[str, Op], name: str) -> list[Op]:
 
 
 def l4_trace(model: str, batch: int, seq_len: int, training: bool = True) -> Trace:
-    """One NeuSight L4 training step's trace, not replayed (its ops are timed alone); for an
-    inference run, the step without dropout, whose forward ops are the inference's."""
-    raw = l4_step(model, batch, seq_len)
-    if not training:
-        raw["model"] = dict(raw["model"], dropout=0.0)
-    return build_trace(_workload(raw, model))
+    """One NeuSight L4 step's trace (l4_step), not replayed: its ops are timed alone."""
+    return build_trace(_workload(l4_step(model, batch, seq_len, training), model))
 
 
 def l4_operator_rows(fidelity: str) -> list[dict]:
@@ -426,10 +425,8 @@ def inference_rows(fidelity: str) -> list[dict]:
     out = []
     for row in read_rows("neusight_fp32_inference.csv"):
         model, batch, seq = row["model"], int(row["batch"]), int(row["seq_len"])
-        raw = l4_step(model, batch, seq)
-        raw["model"] = dict(raw["model"], dropout=0.0)
-        est = analyze(_workload(raw, model), load_hardware(row["hardware"]),
-                      fidelity=fidelity).estimate
+        spec = _workload(l4_step(model, batch, seq, training=False), model)
+        est = analyze(spec, load_hardware(row["hardware"]), fidelity=fidelity).estimate
         out.append(_result(f"{row['hardware']} {model} {batch}x{seq} fp32 inference",
                            _forward_without(est, INFERENCE_SKIPS.get(model, ("loss.",))),
                            float(row["forward_ms"]) * MS))
