@@ -425,17 +425,17 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
     srcs = _sources(q_src, k_src, v_src)
     v_grads: list[Tensor] = []
 
-    folded = eager and (s.batch == 1 or s.heads == 1)  # matmul's reshape stays a view
+    copied = eager and s.batch > 1 and s.heads > 1  # matmul's reshape cannot stay a view
     if eager:  # q is read as matmul hands it to bmm; the scale comes after the bmm
         q = q_src
-        q_read = _bmm_operand(b, q_src, q_bytes, (bh, s.q_len, s.head_dim), folded,
+        q_read = _bmm_operand(b, q_src, q_bytes, (bh, s.q_len, s.head_dim), copied,
                               f"{name}.q_copy")
     else:
         q = b.activation(f"{name}.q_scaled", (bh, s.q_len, s.head_dim), q_src)
         b.op(f"{name}.scale", "elementwise", [part(q_src, q_bytes, strided)], [q])
         q_read = q
-    k_read = _bmm_operand(b, k_src, kv_bytes, (bh, s.head_dim, s.kv_len), folded,
-                          f"{name}.k_copy") if eager else part(k_src, kv_bytes, strided)
+    k_read = _bmm_operand(b, k_src, kv_bytes, (bh, s.head_dim, s.kv_len), copied,
+                          f"{name}.k_copy")
     scores = b.activation(f"{name}.scores", (bh, s.q_len, s.kv_len), q, k_src)
     b.op(f"{name}.qk", "matmul", [q_read, k_read], [scores], s.bmm_flops(), Unit.MATRIX,
          math_dtype=md)
@@ -480,8 +480,8 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
 
     b.on_backward(backward_softmax)
     dropped = autocast_low(b, dropout(b, probs, dropout_p, f"{name}.dropout"))
-    v_read = _bmm_operand(b, v_src, kv_bytes, (bh, s.kv_len, s.head_dim), folded,
-                          f"{name}.v_copy") if eager else part(v_src, kv_bytes, strided)
+    v_read = _bmm_operand(b, v_src, kv_bytes, (bh, s.kv_len, s.head_dim), copied,
+                          f"{name}.v_copy")
     out = b.activation(f"{name}.out", out_shape, dropped, v_src)
     b.op(f"{name}.av", "matmul", [dropped, v_read], [out], s.bmm_flops(), Unit.MATRIX,
          math_dtype=md)
@@ -504,10 +504,10 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
 
 
 def _bmm_operand(b: TraceBuilder, src: Tensor, nbytes: int, shape: tuple[int, ...],
-                 folded: bool, name: str) -> Access | Tensor:
-    """A head-split view of `src` as eager torch.matmul hands it to bmm: the view itself where
-    its batch dims fold, else a contiguous copy (see _attention_math)."""
-    if folded:
+                 copied: bool, name: str) -> Access | Tensor:
+    """A head-split view of `src` as bmm reads it: the view itself, read in place, or a
+    contiguous copy where eager torch.matmul's reshape makes one (see _attention_math)."""
+    if not copied:
         return part(src, nbytes, Pattern.STRIDED)
     out = b.activation(f"{name}.out", shape, src)
     b.op(name, "copy", [part(src, nbytes, Pattern.STRIDED)], [out])
