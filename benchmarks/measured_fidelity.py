@@ -13,13 +13,15 @@ was not built beside. Inference, apart from the training figures: NeuSight's fp3
 BERT-large and GPT-2 large on the T4 and the L4. Operators: the forward ops NeuSight timed of
 three L4 training steps and six L4 inference runs (the embedding, the first block and the
 head), each op of the step's trace timed as NeuSight timed it: alone, called again and again,
-on NeuSight's inputs. Data and sources: benchmarks/measured/.
+on NeuSight's inputs; T4 operators: the same from NeuSight's four T4 inference runs of BERT-large
+and GPT-2 large, GEMMs and the rest apart. Data and sources: benchmarks/measured/.
 
 Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
 max absolute error as fractions of the measured time. `--json` prints
 {"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ..., "bert_squad": ...,
-"inference": ..., "operators": ...}, each with `cases`, `median_abs_error`, `p90_abs_error` and
-`max_abs_error`, and its `rows`.
+"inference": ..., "operators": ..., "t4_operators": ...}, each with `cases`, `median_abs_error`,
+`p90_abs_error` and `max_abs_error`, and its `rows` (`t4_operators` also `by_class`: `gemm` and
+`other`, without rows).
 
 Kernel cases are a seeded random sample of each file (`--sample`, per class; 0: every row).
 """
@@ -46,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from simulator.config.hardware import Hardware, load_hardware  # noqa: E402
 from simulator.config.loader import read_json  # noqa: E402
 from simulator.config.workload import Execution, parse_workload  # noqa: E402
+from simulator.gpu.compute import TILED_KINDS  # noqa: E402
 from simulator.pipeline import analyze  # noqa: E402
 from simulator.replay import replay  # noqa: E402
 from simulator.workload import layers as L  # noqa: E402
@@ -345,6 +348,14 @@ L4_OPERATOR_STEPS = (  # (file, model, batch, sequence, training?, NeuSight's na
     ("l4_fp32_gpt3_xl_inference_2048_2.csv", "gpt3-xl", 2, 2048, False, GPT2_INFERENCE),
     ("l4_fp32_gpt3_27_inference_2048_2.csv", "gpt3-2.7b", 2, 2048, False, GPT2_INFERENCE),
 )
+# The same from NeuSight's T4 inference runs (t4_fp32_<model>_inference_<seq>_<batch>.csv): a T4
+# that ran long GEMMs faster than the T4 of its kernel set (t4_fp32_gemm.csv) on like shapes
+T4_OPERATOR_STEPS = (
+    ("t4_fp32_bert_large_inference_512_8.csv", "bert-large", 8, 512, False, BERT_INFERENCE),
+    ("t4_fp32_bert_large_inference_512_16.csv", "bert-large", 16, 512, False, BERT_INFERENCE),
+    ("t4_fp32_gpt2_large_inference_1024_4.csv", "gpt2-large", 4, 1024, False, GPT2_INFERENCE),
+    ("t4_fp32_gpt2_large_inference_1024_8.csv", "gpt2-large", 8, 1024, False, GPT2_INFERENCE),
+)
 
 
 NEUSIGHT_CALLS, NEUSIGHT_FASTEST = 25, 5  # run_kernel's `active` and `sample`
@@ -396,20 +407,28 @@ def l4_trace(model: str, batch: int, seq_len: int, training: bool = True) -> Tra
     return build_trace(_workload(l4_step(model, batch, seq_len, training), model))
 
 
-def l4_operator_rows(fidelity: str) -> list[dict]:
-    hw = load_hardware("l4")
+def operator_rows(card: str, steps: tuple, fidelity: str) -> list[dict]:
+    hw = load_hardware(card)
     out = []
-    for file, model, batch, seq, training, names in L4_OPERATOR_STEPS:
+    for file, model, batch, seq, training, names in steps:
         trace = l4_trace(model, batch, seq, training)
         forward = {o.name: o for o in trace.ops if o.phase is Phase.FORWARD}
         run = "" if training else " inference"
         for row in read_rows(file):
             ours = names.get(row["name"])
             if ours is not None:
-                out.append(_result(f"l4 {model} {batch}x{seq}{run} {ours}",
-                                   timed_alone(trace, call_ops(forward, ours), hw, fidelity),
-                                   float(row["fw_latency_ms"]) * MS))
+                ops = call_ops(forward, ours)
+                out.append(_result(f"{card} {model} {batch}x{seq}{run} {ours}",
+                                   timed_alone(trace, ops, hw, fidelity),
+                                   float(row["fw_latency_ms"]) * MS)
+                           | {"class": "gemm" if ops[-1].kind in TILED_KINDS else "other"})
     return out
+
+
+def by_class(rows: list[dict]) -> dict:
+    """The summary of each class of rows (GEMMs, the rest), without their rows."""
+    return {c: {k: v for k, v in summary([r for r in rows if r["class"] == c]).items()
+                if k != "rows"} for c in ("gemm", "other")}
 
 
 # NeuSight's fp32 inference forwards on the T4 and the L4 (benchmarks/measured/
@@ -502,7 +521,8 @@ def summary(rows: list[dict]) -> dict:
             "rows": rows}
 
 
-STEP_PARTS = ("end_to_end", "bert_squad", "inference", "operators")  # a row per case
+STEP_PARTS = ("end_to_end", "bert_squad", "inference", "operators",  # a row per case
+              "t4_operators")
 
 
 def run(sample: int, fidelity: str, only: str | None) -> dict:
@@ -518,7 +538,10 @@ def run(sample: int, fidelity: str, only: str | None) -> dict:
     if only in (None, "inference"):
         doc["inference"] = summary(inference_rows(fidelity))
     if only in (None, "operators"):
-        doc["operators"] = summary(l4_operator_rows(fidelity))
+        doc["operators"] = summary(operator_rows("l4", L4_OPERATOR_STEPS, fidelity))
+    if only in (None, "t4_operators"):
+        rows = operator_rows("t4", T4_OPERATOR_STEPS, fidelity)
+        doc["t4_operators"] = summary(rows) | {"by_class": by_class(rows)}
     return doc
 
 
@@ -557,6 +580,8 @@ def main() -> int:
     for part in STEP_PARTS:
         if part in doc:
             print(_line(part, doc[part]))
+            for c, s in doc[part].get("by_class", {}).items():
+                print(_line(f"  {c}", s))
     print(f"({time.perf_counter() - t0:.0f} s)")
     return 0
 
