@@ -388,9 +388,12 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, args):
 
     if args[0] == "sweep":
         args = [*args, "--out", str(tmp_path / "out")]
+    # as a terminal starts it: SIGINT at its default (a shell's background job, where the suite
+    # may run, starts its children with it ignored, and they would run to the end)
     proc = subprocess.Popen([sys.executable, "-m", "simulator", *args], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(4)
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
