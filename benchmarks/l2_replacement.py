@@ -35,8 +35,7 @@ from simulator.config.hardware import load_hardware  # noqa: E402
 from simulator.gpu.l2 import cache_capacity  # noqa: E402
 from simulator.workload.trace import Phase  # noqa: E402
 
-ELEMENTWISE = {"add": 3, "mul": 3, "div": 3, "pow": 3,  # tensors each call moves
-               "addu": 2, "mulu": 2, "divu": 2, "powu": 2, "relu": 2, "gelu": 2, "tanh": 2}
+NOT_ELEMENTWISE = ("softmax", "ln")  # the vector ops that pass over their rows more than once
 BUCKETS = ((0.4, 0.8), (0.8, 1.0), (1.0, 1.2), (1.2, 1.5), (1.5, 2.0), (2.0, 3.0), (3.0, 4.0))
 
 
@@ -59,8 +58,8 @@ def run(sample: int = 300, buckets: tuple = BUCKETS) -> dict:
     every_hit = dataclasses.replace(hw, l2_bytes=1 << 40)
     cases = []
     for row in mf.read_rows("t4_fp32_vector_ops.csv"):
-        tensors = ELEMENTWISE.get(row["op"])
-        if tensors:
+        if row["op"] not in NOT_ELEMENTWISE:
+            tensors = 3 if row["op"] in mf.BINARY else 2  # inputs and output of each call
             x = tensors * 4 * int(row["rows"]) * int(row["cols"]) / cap
             if buckets[0][0] <= x < buckets[-1][1]:
                 cases.append((x, row))

@@ -337,25 +337,26 @@ GPT2_OPERATORS = {
 BERT_INFERENCE = {k: v for k, v in BERT_OPERATORS.items()
                   if "dropout" not in v and not v.startswith("cls.")}
 GPT2_INFERENCE = {k: v for k, v in GPT2_OPERATORS.items() if "drop" not in v}
-L4_OPERATOR_STEPS = (  # (file, model, batch, sequence, training?, NeuSight's name -> the trace's)
-    ("l4_fp32_bert_large_train_512_2.csv", "bert-large", 2, 512, True, BERT_OPERATORS),
-    ("l4_fp32_bert_large_train_512_8.csv", "bert-large", 8, 512, True, BERT_OPERATORS),
-    ("l4_fp32_gpt2_large_train_1024_1.csv", "gpt2-large", 1, 1024, True, GPT2_OPERATORS),
-    ("l4_fp32_bert_large_inference_512_8.csv", "bert-large", 8, 512, False, BERT_INFERENCE),
-    ("l4_fp32_bert_large_inference_512_16.csv", "bert-large", 16, 512, False, BERT_INFERENCE),
-    ("l4_fp32_gpt2_large_inference_1024_4.csv", "gpt2-large", 4, 1024, False, GPT2_INFERENCE),
-    ("l4_fp32_gpt2_large_inference_1024_8.csv", "gpt2-large", 8, 1024, False, GPT2_INFERENCE),
-    ("l4_fp32_gpt3_xl_inference_2048_2.csv", "gpt3-xl", 2, 2048, False, GPT2_INFERENCE),
-    ("l4_fp32_gpt3_27_inference_2048_2.csv", "gpt3-2.7b", 2, 2048, False, GPT2_INFERENCE),
+# NeuSight's runs whose operators are compared: (its file's stem, model, batch, sequence,
+# training?, NeuSight's name -> the trace's); a card's file is <card>_fp32_<stem>.csv
+L4_TRAINING_STEPS = (
+    ("bert_large_train_512_2", "bert-large", 2, 512, True, BERT_OPERATORS),
+    ("bert_large_train_512_8", "bert-large", 8, 512, True, BERT_OPERATORS),
+    ("gpt2_large_train_1024_1", "gpt2-large", 1, 1024, True, GPT2_OPERATORS),
 )
-# The same from NeuSight's T4 inference runs (t4_fp32_<model>_inference_<seq>_<batch>.csv): a T4
-# that ran long GEMMs faster than the T4 of its kernel set (t4_fp32_gemm.csv) on like shapes
-T4_OPERATOR_STEPS = (
-    ("t4_fp32_bert_large_inference_512_8.csv", "bert-large", 8, 512, False, BERT_INFERENCE),
-    ("t4_fp32_bert_large_inference_512_16.csv", "bert-large", 16, 512, False, BERT_INFERENCE),
-    ("t4_fp32_gpt2_large_inference_1024_4.csv", "gpt2-large", 4, 1024, False, GPT2_INFERENCE),
-    ("t4_fp32_gpt2_large_inference_1024_8.csv", "gpt2-large", 8, 1024, False, GPT2_INFERENCE),
+INFERENCE_RUNS = (  # run on the T4 and the L4
+    ("bert_large_inference_512_8", "bert-large", 8, 512, False, BERT_INFERENCE),
+    ("bert_large_inference_512_16", "bert-large", 16, 512, False, BERT_INFERENCE),
+    ("gpt2_large_inference_1024_4", "gpt2-large", 4, 1024, False, GPT2_INFERENCE),
+    ("gpt2_large_inference_1024_8", "gpt2-large", 8, 1024, False, GPT2_INFERENCE),
 )
+L4_OPERATOR_STEPS = L4_TRAINING_STEPS + INFERENCE_RUNS + (
+    ("gpt3_xl_inference_2048_2", "gpt3-xl", 2, 2048, False, GPT2_INFERENCE),
+    ("gpt3_27_inference_2048_2", "gpt3-2.7b", 2, 2048, False, GPT2_INFERENCE),
+)
+# The T4 of NeuSight's inference runs ran long GEMMs faster than the T4 of its kernel set
+# (t4_fp32_gemm.csv) on like shapes
+T4_OPERATOR_STEPS = INFERENCE_RUNS
 
 
 NEUSIGHT_CALLS, NEUSIGHT_FASTEST = 25, 5  # run_kernel's `active` and `sample`
@@ -410,11 +411,11 @@ def l4_trace(model: str, batch: int, seq_len: int, training: bool = True) -> Tra
 def operator_rows(card: str, steps: tuple, fidelity: str) -> list[dict]:
     hw = load_hardware(card)
     out = []
-    for file, model, batch, seq, training, names in steps:
+    for stem, model, batch, seq, training, names in steps:
         trace = l4_trace(model, batch, seq, training)
         forward = {o.name: o for o in trace.ops if o.phase is Phase.FORWARD}
         run = "" if training else " inference"
-        for row in read_rows(file):
+        for row in read_rows(f"{card}_fp32_{stem}.csv"):
             ours = names.get(row["name"])
             if ours is not None:
                 ops = call_ops(forward, ours)
