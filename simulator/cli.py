@@ -454,6 +454,18 @@ def _list_and_show(sub, name: str, help_text: str, listing: tuple, showing: tupl
     show.set_defaults(func=showing[1])
 
 
+def _interrupted(exc: BaseException) -> bool:
+    """Whether Ctrl-C caused this error: a KeyboardInterrupt that lands while numba loads a
+    compiled function from its cache comes out as a SystemError raised from it."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -464,6 +476,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except KeyboardInterrupt:
+        print(f"interrupted{getattr(args, 'interrupted_note', '')}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except SystemError as exc:
+        if not _interrupted(exc):
+            raise
         print(f"interrupted{getattr(args, 'interrupted_note', '')}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except InputError as exc:

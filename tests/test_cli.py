@@ -404,6 +404,29 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, args):
         assert "kept in" in err.splitlines()[-1]
 
 
+def test_ctrl_c_inside_numba_is_an_interrupt_and_other_system_errors_are_not(monkeypatch, capsys):
+    """Ctrl-C while numba loads a cached function surfaces as a SystemError raised from the
+    KeyboardInterrupt: still one line and exit 130; a SystemError of any other cause stays."""
+    import simulator.cli as cli
+
+    def interrupted_in_numba(args):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise SystemError("returned a result with an exception set") from exc
+
+    monkeypatch.setattr(cli, "cmd_run", interrupted_in_numba)
+    assert main(["run", "cnn"]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted"
+
+    def broken(args):
+        raise SystemError("a real fault")
+
+    monkeypatch.setattr(cli, "cmd_run", broken)
+    with pytest.raises(SystemError, match="a real fault"):
+        main(["run", "cnn"])
+
+
 def test_small_frictions_a_new_user_meets(tmp_path, capsys, write_json, repo):
     """What a new user met in one sitting: a copied card must be renamed twice before it
     loads (now one message says both rules), a typo in a sweep's workload blamed --hardware,
