@@ -425,6 +425,47 @@ def test_an_in_place_op_reads_each_line_before_it_writes_it():
         else:
             assert addr not in first_write, "a line read after its write"
 
+def test_a_row_kernels_second_pass_misses_as_the_rows_in_flight_outgrow_the_l2(t4):
+    """Layer norm reads each row twice, a block of 128 threads per row: on the T4 (40 SMs of
+    8 such blocks) 320 rows are in flight. Rows of 1 KB (320 KB against 4 MB) are found again;
+    rows of 64 KB (20 MB) are all read again from DRAM; between, a share. A tensor the L2
+    holds whole is found again whatever its rows; a card whose occupancy is not known (no
+    blocks_in_flight) finds them too. Every pass goes through the L2."""
+    from simulator.gpu.l2 import l2_cache, row_reread_miss
+
+    def norm_op(cols, rows):
+        x = Tensor(0, "x", (rows, cols), "fp32", Category.ACTIVATION)
+        y = Tensor(1, "y", (rows, cols), "fp32", Category.ACTIVATION)
+        return Op(0, "ln", "norm", Phase.FORWARD, 0,
+                  (Access(x, x.nbytes, passes=2, block_threads=128),), (Access(y, y.nbytes),),
+                  "fp32", Unit.VECTOR)
+
+    short, long_ = norm_op(256, 1 << 16), norm_op(16384, 1 << 10)   # 64 MiB each
+    assert l2_cache(t4).filter(short).dram_read_bytes == 64 << 20
+    assert l2_cache(t4).filter(long_).dram_read_bytes == 2 * (64 << 20)
+    middle = norm_op(4096, 1 << 12)                                 # 320 rows of 16 KB
+    share = row_reread_miss(320 * 16384, 4 << 20)
+    assert 0 < share < 1
+    assert l2_cache(t4).filter(middle).dram_read_bytes == pytest.approx(
+        (64 << 20) * (1 + share), rel=1e-6)
+    assert l2_cache(t4).filter(long_).l2_bytes == 3 * (64 << 20)     # two reads, one write
+    assert L2Cache(4 << 20).filter(long_).dram_read_bytes == 64 << 20  # occupancy unknown
+    small = norm_op(16384, 8)                                         # 512 KB: held whole
+    assert l2_cache(t4).filter(small).dram_read_bytes == small.reads[0].nbytes
+    assert [row_reread_miss(w, 1 << 20) for w in (0, 1 << 18, 1 << 24)] == [0.0, 0.0, 1.0]
+
+
+def test_resident_blocks_follow_the_compute_capability():
+    """Turing holds 1024 threads an SM, Ada 1536, within 16 and 24 blocks; AMD's chips are not
+    in the table."""
+    from simulator.gpu.occupancy import resident_blocks
+
+    t4, l4 = load_hardware("t4"), load_hardware("l4")
+    assert resident_blocks(t4, 128) == 40 * 8 and resident_blocks(t4, 32) == 40 * 16
+    assert resident_blocks(l4, 128) == 58 * 12 and resident_blocks(l4, 512) == 58 * 3
+    assert resident_blocks(load_hardware("rx-7900-xtx"), 128) is None
+
+
 def test_tiled_gemm_rereads_operands_that_do_not_fit():
     a, b, c = _tensor(0, 4096 * 4096), _tensor(1, 4096 * 4096), _tensor(2, 4096 * 4096)
     gemm = _op(0, [a, b], [c], kind="matmul", flops=2 * 4096 ** 3)

@@ -14,7 +14,7 @@ from simulator.workload.memory import profile
 from simulator.workload.trace import Phase
 
 
-@pytest.mark.parametrize("name", ["transformer", "resnet50", "bert-large-squad"])
+@pytest.mark.parametrize("name", ["transformer", "resnet50", "bert-large-squad", "gpt2-small"])
 def test_round_trip(tmp_path, name):
     trace = build_trace(load_workload(name))
     path = tmp_path / "t.jsonl"
@@ -26,8 +26,11 @@ def test_round_trip(tmp_path, name):
         assert back.flops(phase) == trace.flops(phase)
     assert [o.bytes_moved for o in back.ops] == [o.bytes_moved for o in trace.ops]
     assert [o.host_waits for o in back.ops] == [o.host_waits for o in trace.ops]
-    assert [[(a.pattern, a.run_bytes) for a in o.reads + o.writes] for o in back.ops] == \
-        [[(a.pattern, a.run_bytes) for a in o.reads + o.writes] for o in trace.ops]
+    def accesses(t):
+        return [[(a.pattern, a.run_bytes, a.passes, a.block_threads) for a in o.reads + o.writes]
+                for o in t.ops]
+
+    assert accesses(back) == accesses(trace)
     assert profile(back).peak_bytes == profile(trace).peak_bytes
     assert not list(tmp_path.glob(".*.tmp"))  # nothing half-written left behind
 
@@ -86,6 +89,14 @@ BAD_RECORDS = [
      "expected run bytes on a gather only"),
     ("run bytes as text", '{"op":0,', '"reads":[[8,200704,"sequential"]',
      '"reads":[[8,200704,"gather","rows"]', "$.reads[0][3]", "expected integer"),
+    ("passes without block threads", '{"op":0,', '"reads":[[8,200704,"sequential"]',
+     '"reads":[[8,200704,"sequential",0,2]', "$.reads[0]",
+     "expected a row kernel's passes and its block threads together"),
+    ("passes over rows on a write", '{"op":0,', '"writes":[[',
+     '"writes":[[9,1,"sequential",0,2,128],[', "$.writes[0][4]",
+     "expected passes over rows on a read only"),
+    ("no pass over rows", '{"op":0,', '"reads":[[8,200704,"sequential"]',
+     '"reads":[[8,200704,"sequential",0,0,128]', "$.reads[0][4]", "expected a number >= 1"),
     ("unknown math type", '{"op":0,', '"math_dtype":"tf32"', '"math_dtype":"fp128"',
      "$.math_dtype", 'got "fp128"'),
     ("unknown key", '{"op":0,', '"phase":', '"stage":"x","phase":', "$",

@@ -27,7 +27,7 @@ from simulator.estimate import OpTime, StepEstimate, estimate
 from simulator.gpu.clocks import ClockState, clocks
 from simulator.gpu.compute import kernel_compute, launch_overhead_s
 from simulator.gpu.dispatch import dispatch_s, issue_s
-from simulator.gpu.l2 import L2Cache, OpTraffic, cache_capacity, l2_bandwidth_Bps
+from simulator.gpu.l2 import OpTraffic, l2_bandwidth_Bps, l2_cache
 from simulator.replay.bottleneck import Bottlenecks, summarize
 from simulator.replay.memory import CycleMemory, SampledMemory, Service
 from simulator.replay.traffic import OpRequests
@@ -146,7 +146,7 @@ class Replay:
         # travel with every line (replay/traffic.py)
         self.capacity = self.ms.org.capacity_bytes - hw.memory.ecc_reserved_bytes
         self.ecc_base = self.capacity if hw.memory.ecc_reserved_bytes else None
-        self.l2 = L2Cache(cache_capacity(hw))
+        self.l2 = l2_cache(hw)
         self.l2_Bps, self.l2_measured = l2_bandwidth_Bps(hw)
         self.launch_s = launch_overhead_s(hw)
         self.clock = ClockState(clocks(hw), initial_heat,

@@ -24,7 +24,7 @@ from simulator.dram.system import Counters, MemorySystem, turnaround_cycles_per_
 from simulator.estimate import MEMORY_BOUNDS, OpTime
 from simulator.gpu.compute import launch_overhead_s
 from simulator.gpu.dispatch import dispatch_s, issue_s
-from simulator.gpu.l2 import L2Cache, cache_capacity
+from simulator.gpu.l2 import cache_capacity, l2_cache
 from simulator.workload.trace import Op
 
 CAUSES = ("row_misses", "bank_group_spacing", "read_write_turnaround", "refresh",
@@ -97,7 +97,7 @@ def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list,
     lost_share = {k: v / span_total for k, v in lost.items()} if span_total else {}
 
     # what-if, op by op
-    bigger = L2Cache(2 * cache_capacity(hw))
+    bigger = l2_cache(hw, 2 * cache_capacity(hw))
     busy: dict[str, list[float]] = {"dram_bandwidth_+25%": [], "compute_+25%": [],
                                     "l2_bandwidth_+25%": [], "l2_capacity_x2": []}
     efficiency = busy_total / span_total if span_total else DEFAULT_DRAM_EFFICIENCY

@@ -290,10 +290,13 @@ def _sum(b: TraceBuilder, x: Tensor, y: Tensor, z: Tensor, name: str) -> Tensor:
 
 
 def _norm_backward(b: TraceBuilder, name: str, x: Tensor, y: Tensor, params: list[Tensor],
-                   reads: list[Tensor], second_pass: list[Tensor] | None = None) -> None:
+                   reads: list[Tensor], second_pass: list[Tensor] | None = None,
+                   row_threads: int = 0) -> None:
     """A normalization's backward: one kernel reads grad(y) and the saved `reads`, and writes
     the gradients of x and of each parameter; `second_pass`: what it reads again, with
-    grad(y), after its reductions (batch norm)."""
+    grad(y), after its reductions (batch norm; layer norm's gamma and beta kernel).
+    `row_threads`: the input's gradient comes from a block of so many threads per row that
+    reads the row's grad(y) and x twice, a sum over the row and then the write (layer norm)."""
     def backward() -> None:
         gy = b.grad_of(y)
         if gy is None:
@@ -301,7 +304,11 @@ def _norm_backward(b: TraceBuilder, name: str, x: Tensor, y: Tensor, params: lis
         gx = b.new_grad(x)
         grads = [b.new_grad(p) for p in params]
         again = [gy, *second_pass] if second_pass else []
-        b.op(f"{name}.backward", "norm", [gy, *reads, *again], [gx, *grads])
+        first = [gy, *reads]
+        if row_threads:
+            first = [Access(t, t.nbytes, passes=2, block_threads=row_threads)
+                     if t in (gy, x) else t for t in first]
+        b.op(f"{name}.backward", "norm", [*first, *again], [gx, *grads])
         for p, g in zip(params, grads, strict=True):
             b.accumulate(p, g)
         b.accumulate(x, gx)
@@ -311,8 +318,20 @@ def _norm_backward(b: TraceBuilder, name: str, x: Tensor, y: Tensor, params: lis
 
 # PyTorch's one-pass (vectorized) layer norm takes rows that are a multiple of this many
 # elements; other rows take two kernels, row moments then normalization, each reading x
-# (aten/src/ATen/native/cuda/layer_norm_kernel.cu, LayerNormKernelImplInternal)
+# (aten/src/ATen/native/cuda/layer_norm_kernel.cu, LayerNormKernelImplInternal). The one
+# kernel gives each row a block of 32 x 4 threads, reads the row for its moments and again to
+# normalize it; the backward's input-gradient kernel (layer_norm_grad_input_kernel, 128
+# threads a row) reads the row's grad(y) and x for two sums, then again to write.
 LAYER_NORM_VECTOR = 4
+LAYER_NORM_ROW_THREADS = 128
+
+
+def _row_norm_reads(x: Tensor) -> list[Access | Tensor]:
+    """How layer norm's and RMSNorm's forward read x: one kernel reading each row twice, or,
+    for rows the vectorized kernel does not take, two kernels each reading all of x."""
+    if x.shape[-1] % LAYER_NORM_VECTOR:
+        return [x, x]
+    return [Access(x, x.nbytes, passes=2, block_threads=LAYER_NORM_ROW_THREADS)]
 
 
 def layer_norm(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor, name: str) -> Tensor:
@@ -323,10 +342,42 @@ def layer_norm(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor, name: str) -
     y = b.activation(f"{name}.out", x.shape, x, w)
     mean = b.activation(f"{name}.mean", (rows,), dtype="fp32")
     rstd = b.activation(f"{name}.rstd", (rows,), dtype="fp32")
-    passes = [x] if x.shape[-1] % LAYER_NORM_VECTOR else []
-    b.op(name, "norm", [x, *passes, w, bias], [y, mean, rstd])
-    _norm_backward(b, name, x, y, [w, bias], [x, mean, rstd, w], second_pass=[x])
+    b.op(name, "norm", [*_row_norm_reads(x), w, bias], [y, mean, rstd])
+    _norm_backward(b, name, x, y, [w, bias], [x, mean, rstd, w], second_pass=[x],
+                   row_threads=LAYER_NORM_ROW_THREADS)
     return y
+
+
+# PyTorch's softmax and log_softmax over the last dim (aten/src/ATen/native/cuda/SoftMax.cu,
+# v2.1): rows of at most 1024 elements and 4 KB take a kernel that holds a row in a warp's
+# registers and reads it once; longer rows a block per row (cunn_SoftMaxForward) that reads
+# the row once for its max, once for the sum of exponentials and once to write, and a
+# backward that reads grad and output once for a sum and again to write, with
+# SoftMax_getBlockSize's threads. (Later releases keep a long row that fits in shared memory
+# there, one pass: cunn_SoftMaxForwardSmem.)
+SOFTMAX_WARP_ROW = (1024, 4096)  # elements, bytes
+SOFTMAX_MAX_THREADS = 1024
+
+
+def softmax_block_threads(cols: int, elem: int) -> int:
+    """SoftMax_getBlockSize: a power of two near half the row's 16-byte vectors."""
+    ilp = max(16 // elem, 1)
+    limit = min(cols // ilp, SOFTMAX_MAX_THREADS)
+    if ilp > 1:
+        limit //= 2
+    threads = 1
+    while threads < limit:
+        threads *= 2
+    return max(threads, 32)
+
+
+def softmax_reads(t: Tensor, passes: int) -> Access | Tensor:
+    """How a softmax kernel over t's last dim reads t: once per row in the warp kernel, else
+    `passes` times, row by row."""
+    cols, elem = t.shape[-1], DTYPE_BYTES[t.dtype]
+    if cols <= SOFTMAX_WARP_ROW[0] and cols * elem <= SOFTMAX_WARP_ROW[1]:
+        return t
+    return Access(t, t.nbytes, passes=passes, block_threads=softmax_block_threads(cols, elem))
 
 
 def copy(b: TraceBuilder, x: Tensor, shape: tuple[int, ...], name: str) -> Tensor:
@@ -468,14 +519,15 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
         scores = _eager_scale_and_mask(b, scores, s, name)
     probs_in = autocast_fp32(b, scores)
     probs = b.activation(f"{name}.probs", scores.shape, probs_in)
-    b.op(f"{name}.softmax", "elementwise", [probs_in], [probs])
+    b.op(f"{name}.softmax", "elementwise", [softmax_reads(probs_in, 3)], [probs])
 
     def backward_softmax() -> None:
         gp = b.grad_of(probs)
         if gp is None:
             return
         gs = b.new_grad(probs_in)
-        b.op(f"{name}.softmax.backward", "elementwise", [gp, probs], [gs])
+        b.op(f"{name}.softmax.backward", "elementwise",
+             [softmax_reads(gp, 2), softmax_reads(probs, 2)], [gs])
         b.accumulate(probs_in, gs)
 
     b.on_backward(backward_softmax)
@@ -537,7 +589,7 @@ def cross_entropy(b: TraceBuilder, logits: Tensor, target: Tensor, name: str) ->
     """log_softmax then nll_loss (mean), as F.cross_entropy decomposes on CUDA."""
     logits = autocast_fp32(b, logits)
     logp = b.activation(f"{name}.log_softmax", logits.shape, logits)
-    b.op(f"{name}.log_softmax", "elementwise", [logits], [logp])
+    b.op(f"{name}.log_softmax", "elementwise", [softmax_reads(logits, 3)], [logp])
     loss = b.tensor(f"{name}.loss", (), Category.ACTIVATION, "fp32", requires_grad=True,
                     retained=True)
     rows = logits.numel // logits.shape[-1]
@@ -553,7 +605,9 @@ def cross_entropy(b: TraceBuilder, logits: Tensor, target: Tensor, name: str) ->
         b.op(f"{name}.nll_loss.backward", "loss", [gl, target, total_weight],
              [glogp, gather(glogp, rows * elem, elem)])
         gx = b.new_grad(logits)
-        b.op(f"{name}.log_softmax.backward", "elementwise", [glogp, logp], [gx])
+        # (its sum is over grad alone: the output is read once)
+        b.op(f"{name}.log_softmax.backward", "elementwise", [softmax_reads(glogp, 2), logp],
+             [gx])
         b.accumulate(logits, gx)
 
     b.on_backward(backward)
@@ -613,8 +667,8 @@ def rms_norm(b: TraceBuilder, x: Tensor, w: Tensor, name: str) -> Tensor:
     rows = x.numel // x.shape[-1]
     y = b.activation(f"{name}.out", x.shape, x, w)
     rstd = b.activation(f"{name}.rstd", (rows,), dtype="fp32")
-    b.op(name, "norm", [x, w], [y, rstd])
-    _norm_backward(b, name, x, y, [w], [x, rstd, w])
+    b.op(name, "norm", [*_row_norm_reads(x), w], [y, rstd])
+    _norm_backward(b, name, x, y, [w], [x, rstd, w], row_threads=LAYER_NORM_ROW_THREADS)
     return y
 
 

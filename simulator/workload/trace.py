@@ -96,6 +96,12 @@ class Access:
     # a gather's contiguous bytes per index (an embedding row: d_model x element size), which
     # it reads as one run of lines at one place; 0: one 128 B line at each place
     run_bytes: int = 0
+    # a row kernel's reads of each row (its last dim): the passes after the first follow it
+    # within the block that owns the row (layer norm: moments, then normalize; softmax: max,
+    # sum, write), so they find the row in the L2 while the rows in flight fit it (gpu/l2.py).
+    # `nbytes` counts one pass; `block_threads`: the threads of a row's block
+    passes: int = 1
+    block_threads: int = 0
 
 
 @dataclass

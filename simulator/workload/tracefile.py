@@ -6,7 +6,9 @@ name, "source": {the workload file's content, when generated from one}, "tensors
 tensor, {"tensor": id, "name", "shape", "dtype", "category", "requires_grad", "retained",
 "alias_of"}, then one per op, {"op": index, "name", "kind", "phase", "flops", "dtype", "unit",
 "math_dtype", "layout", "list_length", "host_waits", "reads": [[tensor id, bytes, pattern]
-or, for a gather, [tensor id, bytes, "gather", run bytes], ...], "writes": [...]}, then the
+or, for a gather, [tensor id, bytes, "gather", run bytes], or, for a row kernel's read of each
+row more than once, [tensor id, bytes, pattern, 0, passes, block threads], ...], "writes":
+[...]}, then the
 held-tensor releases, {"release": tensor id, "at": op index}. Tensor ids are dense from 0 and
 precede their use, so a reader needs one pass and no look-ahead. The format is described in
 docs/formats.md ("Trace").
@@ -62,13 +64,19 @@ def records(trace: Trace, source: dict | None = None,
 
 
 def _access_record(a: Access) -> list:
-    """[tensor id, bytes, pattern], and a gather's run bytes where it states them."""
+    """[tensor id, bytes, pattern], a gather's run bytes where it states them, and a row
+    kernel's passes over each row with its block's threads where it reads a row more than
+    once."""
     rec = [a.tensor.id, a.nbytes, a.pattern.value]
+    if a.passes > 1:
+        return rec + [a.run_bytes, a.passes, a.block_threads]
     return rec + [a.run_bytes] if a.run_bytes else rec
 
 
 def _access(rec: list, tensors: list[Tensor]) -> Access:
-    return Access(tensors[rec[0]], rec[1], Pattern(rec[2]), rec[3] if len(rec) > 3 else 0)
+    passes, threads = (rec[4], rec[5]) if len(rec) > 5 else (1, 0)
+    return Access(tensors[rec[0]], rec[1], Pattern(rec[2]), rec[3] if len(rec) > 3 else 0,
+                  passes, threads)
 
 
 def write(trace: Trace, path: Path, source: dict | None = None,
@@ -159,6 +167,10 @@ def read(path: Path) -> tuple[Trace, dict]:
                               f"expected the id of a tensor listed above (0-{len(tensors) - 1})")
                         _need(len(a) < 4 or a[2] == Pattern.GATHER.value or not a[3], path, n,
                               f"$.{side}[{i}][3]", "expected run bytes on a gather only")
+                        _need(len(a) != 5, path, n, f"$.{side}[{i}]",
+                              "expected a row kernel's passes and its block threads together")
+                        _need(len(a) < 5 or side == "reads", path, n, f"$.{side}[{i}][4]",
+                              "expected passes over rows on a read only")
                 ops.append(Op(
                     rec["op"], rec["name"], rec["kind"], Phase(rec["phase"]), rec["flops"],
                     tuple(_access(a, tensors) for a in rec["reads"]),
