@@ -430,7 +430,8 @@ def test_a_row_kernels_second_pass_misses_as_the_rows_in_flight_outgrow_the_l2(t
     8 such blocks) 320 rows are in flight. Rows of 1 KB (320 KB against 4 MB) are found again;
     rows of 64 KB (20 MB) are all read again from DRAM; between, a share. A tensor the L2
     holds whole is found again whatever its rows; a card whose occupancy is not known (no
-    blocks_in_flight) finds them too. Every pass goes through the L2."""
+    blocks_in_flight) finds them too. What the later passes fetch again crosses the L2; what
+    they find costs no L2 time."""
     from simulator.gpu.l2 import l2_cache, row_reread_miss
 
     def norm_op(cols, rows):
@@ -449,6 +450,7 @@ def test_a_row_kernels_second_pass_misses_as_the_rows_in_flight_outgrow_the_l2(t
     assert l2_cache(t4).filter(middle).dram_read_bytes == pytest.approx(
         (64 << 20) * (1 + share), rel=1e-6)
     assert l2_cache(t4).filter(long_).l2_bytes == 3 * (64 << 20)     # two reads, one write
+    assert l2_cache(t4).filter(short).l2_bytes == 2 * (64 << 20)     # found again: no more
     assert L2Cache(4 << 20).filter(long_).dram_read_bytes == 64 << 20  # occupancy unknown
     small = norm_op(16384, 8)                                         # 512 KB: held whole
     assert l2_cache(t4).filter(small).dram_read_bytes == small.reads[0].nbytes
