@@ -14,14 +14,16 @@ BERT-large and GPT-2 large on the T4 and the L4. Operators: the forward ops NeuS
 three L4 training steps and six L4 inference runs (the embedding, the first block and the
 head), each op of the step's trace timed as NeuSight timed it: alone, called again and again,
 on NeuSight's inputs; T4 operators: the same from NeuSight's four T4 inference runs of BERT-large
-and GPT-2 large, GEMMs and the rest apart. Data and sources: benchmarks/measured/.
+and GPT-2 large, GEMMs and the rest apart. Row kernels: NeuSight's layer norm, softmax and
+ReLU on large tensors (25 MB and up) on the T4 and the L4, card and kernel apart. Data and
+sources: benchmarks/measured/.
 
 Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
 max absolute error as fractions of the measured time. `--json` prints
 {"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ..., "bert_squad": ...,
-"inference": ..., "operators": ..., "t4_operators": ...}, each with `cases`, `median_abs_error`,
-`p90_abs_error` and `max_abs_error`, and its `rows` (`t4_operators` also `by_class`: `gemm` and
-`other`, without rows).
+"inference": ..., "operators": ..., "t4_operators": ..., "row_kernels": ...}, each with `cases`,
+`median_abs_error`, `p90_abs_error` and `max_abs_error`, and its `rows` (`t4_operators` also
+`by_class`: `gemm` and `other`; `row_kernels` one class per card and kernel; without rows).
 
 Kernel cases are a seeded random sample of each file (`--sample`, per class; 0: every row).
 """
@@ -121,7 +123,10 @@ def vector_trace(row: dict) -> Trace:
         w, bias = b.parameter("ln.weight", shape[-1:]), b.parameter("ln.bias", shape[-1:])
         L.layer_norm(b, x, w, bias, "ln")
         return b.trace()
-    reads = [x, _input(b, "y", shape)] if op in BINARY else [x]
+    if op == "softmax":
+        reads = [L.softmax_reads(x, 3)]
+    else:
+        reads = [x, _input(b, "y", shape)] if op in BINARY else [x]
     out = b.activation(f"{op}.out", shape, x)
     b.op(op, "elementwise", reads, [out])
     return b.trace()
@@ -427,9 +432,31 @@ def operator_rows(card: str, steps: tuple, fidelity: str) -> list[dict]:
 
 
 def by_class(rows: list[dict]) -> dict:
-    """The summary of each class of rows (GEMMs, the rest), without their rows."""
+    """The summary of each class of rows (GEMMs and the rest; a card's kernels), without their
+    rows."""
     return {c: {k: v for k, v in summary([r for r in rows if r["class"] == c]).items()
-                if k != "rows"} for c in ("gemm", "other")}
+                if k != "rows"} for c in dict.fromkeys(r["class"] for r in rows)}
+
+
+# NeuSight's layer norm, softmax and ReLU on large tensors (25 MB and up) on the two GDDR6
+# cards benchmarks/fit_row_reuse.py holds out of its fit (benchmarks/measured/
+# neusight_fp32_row_kernels.csv): the DRAM-bound ends of the vector classes, on the T4 and L4
+ROW_KERNEL_CARDS = {"Tesla T4": "t4", "NVIDIA L4": "l4"}
+
+
+def row_kernel_rows(fidelity: str, keep: Callable[[dict], bool] | None = None) -> list[dict]:
+    cards = {name: load_hardware(card) for name, card in ROW_KERNEL_CARDS.items()}
+    memo: dict = {}  # (keyed by memory system: the two cards' results stay apart)
+    out = []
+    for row in read_rows("neusight_fp32_row_kernels.csv"):
+        hw = cards.get(row["device"])
+        if hw is None or (keep is not None and not keep(row)):
+            continue
+        predicted = _forward_s(vector_trace(row), hw, fidelity, memo)
+        out.append(_result(f"{hw.name} {row['op']} rows={row['rows']} cols={row['cols']}",
+                           predicted, float(row["latency_ms"]) * MS)
+                   | {"class": f"{hw.name} {row['op']}"})
+    return out
 
 
 # NeuSight's fp32 inference forwards on the T4 and the L4 (benchmarks/measured/
@@ -523,7 +550,7 @@ def summary(rows: list[dict]) -> dict:
 
 
 STEP_PARTS = ("end_to_end", "bert_squad", "inference", "operators",  # a row per case
-              "t4_operators")
+              "t4_operators", "row_kernels")
 
 
 def run(sample: int, fidelity: str, only: str | None) -> dict:
@@ -543,6 +570,9 @@ def run(sample: int, fidelity: str, only: str | None) -> dict:
     if only in (None, "t4_operators"):
         rows = operator_rows("t4", T4_OPERATOR_STEPS, fidelity)
         doc["t4_operators"] = summary(rows) | {"by_class": by_class(rows)}
+    if only in (None, "row_kernels"):
+        rows = row_kernel_rows(fidelity)
+        doc["row_kernels"] = summary(rows) | {"by_class": by_class(rows)}
     return doc
 
 

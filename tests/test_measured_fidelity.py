@@ -166,6 +166,24 @@ def test_t4_operators_apart_from_gemms_hold_their_accuracy(harness):
     assert other["median_abs_error"] <= 0.06
 
 
+def test_large_layer_norms_on_the_t4_read_their_rows_again_from_dram(harness, monkeypatch):
+    """NeuSight's T4 layer norms of 4,096-8,192-float rows on 128-512 MB: the T4 holds 320
+    such rows in flight, 5-10 MB against its 4 MB L2, so the second pass over each row comes
+    from DRAM (docs/validation.md: the T4's and L4's large layer norms 4.4 and 7.1 % off at
+    the median over every size); counting no re-read leaves them a third fast."""
+    import simulator.gpu.l2 as l2
+
+    def keep(row):
+        return (row["device"] == "Tesla T4" and row["op"] == "ln" and int(row["cols"]) >= 4096
+                and int(row["rows"]) * int(row["cols"]) * 4 < 300e6)
+
+    s = harness.summary(harness.row_kernel_rows("sampled", keep))
+    assert s["cases"] == 5 and s["median_abs_error"] <= 0.10
+    monkeypatch.setattr(l2, "row_reread_miss", lambda *_: 0.0)
+    assert harness.summary(harness.row_kernel_rows("sampled", keep))["median_signed_error"] \
+        <= -0.25
+
+
 def test_neusights_lookups_read_one_row(harness):
     """NeuSight fed input_ids = torch.ones (and BERT's token types are zeros): its word and
     token-type lookups read one row, where the trace's step reads one per index."""
