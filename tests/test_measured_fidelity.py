@@ -157,12 +157,13 @@ def test_l4_operators_hold_their_accuracy(harness):
 
 def test_t4_operators_apart_from_gemms_hold_their_accuracy(harness):
     """On the T4 of NeuSight's inference runs the ops bound by the DRAM come out as measured
-    (docs/validation.md: median 3.9 % over the four runs, 5.2 % over these two, kept for time),
-    while its linear layers ran up to 2.8 times faster than the kernel set's T4 on like shapes:
-    a card held at another clock."""
-    rows = harness.operator_rows("t4", harness.T4_OPERATOR_STEPS[::2], "sampled")
+    (docs/validation.md: median 3.9 % over the four runs), while its linear layers ran up to
+    2.8 times faster than the kernel set's T4 on like shapes: a card held at another clock.
+    (Two runs alone move with the card's state: GPT-2 large's layer norms came out 5 points
+    slower with their second pass modelled, +1 to +7 % at batch 4, -10 to +1 % at batch 8.)"""
+    rows = harness.operator_rows("t4", harness.T4_OPERATOR_STEPS, "sampled")
     other = harness.by_class(rows)["other"]
-    assert other["cases"] == 16 + 19
+    assert other["cases"] == 70
     assert other["median_abs_error"] <= 0.06
 
 
