@@ -74,6 +74,22 @@ def test_bert_attention_keeps_one_pass_and_a_large_vocabulary_loss_takes_three()
     assert [a.passes for a in back.reads] == [2, 1]
 
 
+def test_softmax_backward_multiplies_grad_by_the_output_first():
+    """softmax_backward_cuda_out: tmp = grad * output in a kernel of its own, then the softmax
+    backward over tmp, reading the output again: every layer's score matrix moves three more
+    times backward than one fused kernel would move it."""
+    from simulator.config.workload import load_workload
+    from simulator.workload.generate import build_trace
+
+    ops = {o.name: o for o in build_trace(load_workload("bert-large-squad")).ops
+           if o.name.startswith("layer.0.sdpa.softmax")}
+    mul, back = ops["layer.0.sdpa.softmax.backward_mul"], ops["layer.0.sdpa.softmax.backward"]
+    probs = ops["layer.0.sdpa.softmax"].writes[0].tensor
+    assert [a.tensor for a in mul.reads][1] is probs
+    assert back.reads[0].tensor is mul.writes[0].tensor and back.reads[1].tensor is probs
+    assert mul.bytes_moved == back.bytes_moved == 3 * probs.nbytes
+
+
 @pytest.fixture(scope="module")
 def fitted():
     return load_benchmark("fit_row_reuse").run()

@@ -580,7 +580,8 @@ def test_eager_attention_scales_and_masks_the_scores(name, mask):
     fwd = {op.name.split(".sdpa.")[-1]: op for op in eager.ops_in(Phase.FORWARD)
            if ".0." in op.name and ".sdpa." in op.name}
     assert fwd["scale"].reads[0].nbytes == fwd["qk"].writes[0].nbytes  # the scores, not q
-    backward = ["scale.backward", "softmax.backward"]
+    # softmax's backward multiplies grad by the output first (softmax_backward_cuda_out)
+    backward = ["scale.backward", "softmax.backward", "softmax.backward_mul"]
     if mask == "where":
         backward.insert(0, "mask.backward")
     assert _score_passes(eager, Phase.BACKWARD) == backward

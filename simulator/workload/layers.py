@@ -352,8 +352,10 @@ def layer_norm(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor, name: str) -
 # v2.1): rows of at most 1024 elements and 4 KB take a kernel that holds a row in a warp's
 # registers and reads it once; longer rows a block per row (cunn_SoftMaxForward) that reads
 # the row once for its max, once for the sum of exponentials and once to write, and a
-# backward that reads grad and output once for a sum and again to write, with
-# SoftMax_getBlockSize's threads. (Later releases keep a long row that fits in shared memory
+# backward that reads grad once for a sum and again, with the output, to write, with
+# SoftMax_getBlockSize's threads. Softmax's backward (not log_softmax's) first multiplies
+# grad by the output in a kernel of its own and runs that backward on the product
+# (softmax_backward_cuda_out). (Later releases keep a long row that fits in shared memory
 # there, one pass: cunn_SoftMaxForwardSmem.)
 SOFTMAX_WARP_ROW = (1024, 4096)  # elements, bytes
 SOFTMAX_MAX_THREADS = 1024
@@ -525,9 +527,12 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
         gp = b.grad_of(probs)
         if gp is None:
             return
+        # softmax_backward_cuda_out: tmp = grad * output, one kernel, then the softmax
+        # backward over tmp (its sum, then the write, which reads the output too)
+        tmp = b.temporary(f"{name}.softmax.grad_times_out", probs.shape, probs.dtype)
+        b.op(f"{name}.softmax.backward_mul", "elementwise", [gp, probs], [tmp])
         gs = b.new_grad(probs_in)
-        b.op(f"{name}.softmax.backward", "elementwise",
-             [softmax_reads(gp, 2), softmax_reads(probs, 2)], [gs])
+        b.op(f"{name}.softmax.backward", "elementwise", [softmax_reads(tmp, 2), probs], [gs])
         b.accumulate(probs_in, gs)
 
     b.on_backward(backward_softmax)
