@@ -37,21 +37,32 @@ from scipy.optimize import least_squares
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from simulator.config.hardware import load_hardware  # noqa: E402
 from simulator.gpu.occupancy import blocks_on_card  # noqa: E402
 from simulator.units import MiB  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "measured" / "neusight_fp32_row_kernels.csv"
-# (chip, SMs, L2 bytes) of NeuSight's cards: NVIDIA's Tesla P4 and P100 datasheets, the Volta
-# (2017), Turing (2018), Ampere GA100 (2020) and Ada (2022) architecture whitepapers
-CARDS = {
+# NeuSight's cards: the project's hardware file where it has one, else (chip, SMs, L2 bytes)
+# from NVIDIA's Tesla P4 and P100 datasheets and the Ampere GA100 whitepaper (2020; the
+# A100 80GB PCIe has the 40 GB part's 108 SMs and 40 MB L2)
+HARDWARE_FILES = {"Tesla V100-PCIE-32GB": "v100-pcie-32gb", "NVIDIA A100-PCIE-40GB": "a100-40gb",
+                  "Tesla T4": "t4", "NVIDIA L4": "l4"}
+OTHER_CARDS = {
     "Tesla P4": ("GP104", 20, 2 * MiB),
     "Tesla P100-PCIE-16GB": ("GP100", 56, 4 * MiB),
-    "Tesla V100-PCIE-32GB": ("GV100", 80, 6 * MiB),
-    "NVIDIA A100-PCIE-40GB": ("GA100", 108, 40 * MiB),
     "NVIDIA A100 80GB PCIe": ("GA100", 108, 40 * MiB),
-    "Tesla T4": ("TU104", 40, 4 * MiB),
-    "NVIDIA L4": ("AD104", 58, 48 * MiB),
 }
+
+
+def _cards() -> dict[str, tuple[str, int, int]]:
+    cards = dict(OTHER_CARDS)
+    for device, name in HARDWARE_FILES.items():
+        hw = load_hardware(name)
+        cards[device] = (hw.chip, hw.sm_count, hw.l2_bytes)
+    return cards
+
+
+CARDS = _cards()
 HELD_OUT = ("Tesla T4", "NVIDIA L4")
 EXTRA_PASSES = {"vectorized_layer_norm_kernel": 1, "cunn_SoftMaxForward": 2}
 ELEM = 4  # fp32
