@@ -455,8 +455,8 @@ def _list_and_show(sub, name: str, help_text: str, listing: tuple, showing: tupl
 
 
 def _interrupted(exc: BaseException) -> bool:
-    """Whether Ctrl-C caused this error: a KeyboardInterrupt that lands while numba loads a
-    compiled function from its cache comes out as a SystemError raised from it."""
+    """Whether Ctrl-C caused this error: a KeyboardInterrupt, or one that landed while numba
+    loaded a compiled function from its cache and came out as a SystemError raised from it."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, KeyboardInterrupt):
@@ -475,10 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--workers: expected a number >= 1, got {args.workers}")
     try:
         return args.func(args)
-    except KeyboardInterrupt:
-        print(f"interrupted{getattr(args, 'interrupted_note', '')}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except SystemError as exc:
+    except (KeyboardInterrupt, SystemError) as exc:
         if not _interrupted(exc):
             raise
         print(f"interrupted{getattr(args, 'interrupted_note', '')}", file=sys.stderr)
