@@ -36,39 +36,42 @@ import numpy as np
 from scipy.optimize import least_squares
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from measured_fidelity import ROW_KERNEL_CARDS  # noqa: E402
 
 from simulator.config.hardware import load_hardware  # noqa: E402
+from simulator.gpu.l2 import row_reread_miss  # noqa: E402
 from simulator.gpu.occupancy import blocks_on_card  # noqa: E402
 from simulator.units import MiB  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "measured" / "neusight_fp32_row_kernels.csv"
+# held out: the GDDR6 cards benchmarks/measured_fidelity.py --only row_kernels runs
+HELD_OUT = tuple(ROW_KERNEL_CARDS)
 # NeuSight's cards: the project's hardware file where it has one, else (chip, SMs, L2 bytes)
 # from NVIDIA's Tesla P4 and P100 datasheets and the Ampere GA100 whitepaper (2020; the
 # A100 80GB PCIe has the 40 GB part's 108 SMs and 40 MB L2)
 HARDWARE_FILES = {"Tesla V100-PCIE-32GB": "v100-pcie-32gb", "NVIDIA A100-PCIE-40GB": "a100-40gb",
-                  "Tesla T4": "t4", "NVIDIA L4": "l4"}
+                  **ROW_KERNEL_CARDS}
 OTHER_CARDS = {
     "Tesla P4": ("GP104", 20, 2 * MiB),
     "Tesla P100-PCIE-16GB": ("GP100", 56, 4 * MiB),
     "NVIDIA A100 80GB PCIe": ("GA100", 108, 40 * MiB),
 }
-
-
-def _cards() -> dict[str, tuple[str, int, int]]:
-    cards = dict(OTHER_CARDS)
-    for device, name in HARDWARE_FILES.items():
-        hw = load_hardware(name)
-        cards[device] = (hw.chip, hw.sm_count, hw.l2_bytes)
-    return cards
-
-
-CARDS = _cards()
-HELD_OUT = ("Tesla T4", "NVIDIA L4")
 EXTRA_PASSES = {"vectorized_layer_norm_kernel": 1, "cunn_SoftMaxForward": 2}
 ELEM = 4  # fp32
 
 
-def cases() -> list[dict]:
+def cards() -> dict[str, tuple[str, int, int]]:
+    """(chip, SMs, L2 bytes) of each of NeuSight's cards."""
+    out = dict(OTHER_CARDS)
+    for device, name in HARDWARE_FILES.items():
+        hw = load_hardware(name)
+        out[device] = (hw.chip, hw.sm_count, hw.l2_bytes)
+    return out
+
+
+def cases(known: dict[str, tuple[str, int, int]]) -> list[dict]:
     """One case per layer norm or block softmax with a ReLU on the same tensor."""
     by_shape: dict[tuple, dict[str, dict]] = defaultdict(dict)
     with DATA.open(newline="") as f:
@@ -81,25 +84,19 @@ def cases() -> list[dict]:
             row = ops.get(op)
             if relu is None or row is None or row["kernel"] not in EXTRA_PASSES:
                 continue
-            chip, sms, l2 = CARDS[device]
+            chip, sms, l2 = known[device]
             blocks = blocks_on_card(chip, sms, int(row["block_threads"]))
-            inflight = min(rows, blocks) * cols * ELEM
             out.append({"device": device, "op": op, "rows": rows, "cols": cols,
-                        "inflight_over_l2": inflight / l2,
+                        "inflight_bytes": min(rows, blocks) * cols * ELEM, "l2_bytes": l2,
                         "extra_passes": EXTRA_PASSES[row["kernel"]],
                         "ratio": float(row["latency_ms"]) / float(relu["latency_ms"])})
     return out
 
 
-def miss(spread, x) -> np.ndarray:
-    u0, u1 = spread
-    return np.clip((u1 - 1.0 / np.asarray(x)) / (u1 - u0), 0.0, 1.0)
-
-
 def predicted_ratio(spread, data: list[dict]) -> np.ndarray:
-    x = [c["inflight_over_l2"] for c in data]
-    extra = np.array([c["extra_passes"] for c in data])
-    return 1.0 + extra * miss(spread, x) / 2.0
+    """The time against ReLU's with the model's miss share (gpu/l2.py) at this spread."""
+    return np.array([1.0 + c["extra_passes"] * row_reread_miss(
+        c["inflight_bytes"], c["l2_bytes"], tuple(spread)) / 2.0 for c in data])
 
 
 def fit(data: list[dict]) -> tuple[float, float]:
@@ -117,11 +114,12 @@ def _errors(predicted, data: list[dict]) -> list[float]:
 
 
 def run() -> dict:
-    data = cases()
+    known = cards()
+    data = cases(known)
     train = [c for c in data if c["device"] not in HELD_OUT]
     spread = fit(train)
     rows = []
-    for device in CARDS:
+    for device in known:
         for op in ("ln", "softmax"):
             sel = [c for c in data if c["device"] == device and c["op"] == op]
             if not sel:

@@ -61,14 +61,16 @@ ESTIMATED_L2_TO_DRAM_BANDWIDTH = 6.0
 ROW_REUSE_SPREAD = (0.221, 3.015)
 
 
-def row_reread_miss(inflight_bytes: float, capacity: int) -> float:
+def row_reread_miss(inflight_bytes: float, capacity: int,
+                    spread: tuple[float, float] = ROW_REUSE_SPREAD) -> float:
     """The share of a row kernel's re-reads that miss a cache of `capacity` bytes while
-    `inflight_bytes` of rows are in flight (the module docstring)."""
+    `inflight_bytes` of rows are in flight (the module docstring; `spread`: another one, as
+    the fit tries)."""
     if inflight_bytes <= 0:
         return 0.0
     if capacity <= 0:
         return 1.0
-    u0, u1 = ROW_REUSE_SPREAD
+    u0, u1 = spread
     return min(1.0, max(0.0, (u1 - capacity / inflight_bytes) / (u1 - u0)))
 
 
@@ -167,6 +169,7 @@ class L2Cache:
         out = []
         share = self._hit_share(op)
         reread_miss = self._row_reread_miss(op)
+        refetched = 0  # what a row kernel's later passes fetch from DRAM again
         seen: set[int] = set()  # a second pass over a storage the op just read (batch norm)
         for a in op.reads:
             sid = a.tensor.storage.id
@@ -180,6 +183,7 @@ class L2Cache:
             # (a tensor the cache holds whole is still there; else the reuse distance decides)
             again = (a.passes - 1) * a.nbytes
             missed_again = 0 if held_whole else int(again * reread_miss)
+            refetched += missed_again
             out.append(AccessTraffic(a, a.nbytes - int(hit) + missed_again, False))
         tiled = tiled_read_bytes(op, self.capacity)
         compulsory = sum(t.dram_bytes for t in out)
@@ -199,8 +203,6 @@ class L2Cache:
         # what the later passes fetch from DRAM crosses the L2 again; what they find cached
         # costs no time a kernel shows (the T4's and L4's layer norms whose rows stay cached
         # take what ReLU takes on the same tensor: benchmarks/fit_row_reuse.py)
-        refetched = sum(t.dram_bytes - t.access.nbytes for t in out
-                        if t.access.passes > 1 and t.dram_bytes > t.access.nbytes)
         return OpTraffic(tuple(out), op.bytes_moved + refetched)
 
 
