@@ -297,6 +297,24 @@ def test_a_result_read_on_the_host_stops_the_host_running_ahead(t4):
 
 # --- reports ----------------------------------------------------------------------------------
 
+def test_a_convolutions_dram_transforms_do_not_slow_with_the_sm_clock(t4):
+    """A hot T4 runs at 900 of its 1590 MHz: the convolution's arithmetic and kernel time
+    stretch by that, its transforms through DRAM (NCHW FP16 on tensor cores: cuDNN's
+    transposes) do not."""
+    trace = _conv(c_in=64, c_out=64, size=56, dtype="fp16")
+    kc = kernel_compute(t4, trace.ops[0], clock_scale=1.0)
+    assert len(trace.ops) == 1 and 0 < kc.dram_s < kc.fixed_s < kc.time_s
+    est = replay(trace, t4, "sampled")
+    on_sms = kc.time_s - kc.dram_s
+    hot = kc.dram_s + on_sms / clocks(t4).scale  # (the launch gap lets it cool a little)
+    compute_s = est.ops[0].compute_s
+    assert hot * 0.95 < compute_s <= hot * (1 + 1e-9)
+    assert compute_s < 0.9 * kc.time_s / clocks(t4).scale  # not all of it at 900 MHz
+    stretch = (compute_s - kc.dram_s) / on_sms
+    assert est.replay.per_op[0].fixed_s == pytest.approx(
+        kc.dram_s + (kc.fixed_s - kc.dram_s) * stretch, rel=1e-9)
+
+
 def test_the_separation_starts_at_the_roofline_and_ends_at_the_replayed_step(t4):
     est = replay(_conv(), t4, "sampled")
     steps = separation(est)

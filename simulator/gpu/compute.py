@@ -98,6 +98,8 @@ class KernelCompute:
     algorithm: str = ""      # a convolution's: gpu/convolution.py
     fixed_s: float = 0.0     # of time_s, what no FLOP/s peak shortens (a convolution's
     # transform kernels and per-kernel time: ConvCosts)
+    dram_s: float = 0.0      # of fixed_s, the transforms' bytes through DRAM, which the SM
+    # clock does not pace
 
 
 def gemm_shape(op: Op) -> GemmShape | None:
@@ -236,11 +238,11 @@ def conv_candidates(hw: Hardware, op: Op, clock_scale: float | None = None,
                                       split_k=algo.split_k, tiles=tiles)
             if algo.blocks is not None:  # whole blocks: the useful share is its own
                 plan = replace(plan, tile_efficiency=algo.flops / gemm.flops)
-            fixed_s = algo.transform_bytes / (hw.peak_bandwidth_Bps * costs.transform_bandwidth) \
-                + algo.kernels * costs.kernel_us * 1e-6
+            dram_s = algo.transform_bytes / (hw.peak_bandwidth_Bps * costs.transform_bandwidth)
+            fixed_s = dram_s + algo.kernels * costs.kernel_us * 1e-6
             time_s = algo.flops / (unit_peak * plan.efficiency * library) + fixed_s
             out.append(KernelCompute(unit, time_s, plan.tile_efficiency, plan.wave_efficiency,
-                                     library, algo.name, fixed_s))
+                                     library, algo.name, fixed_s, dram_s))
     return out
 
 

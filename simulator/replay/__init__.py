@@ -52,7 +52,8 @@ class OpReplay:
     wave_efficiency: float
     shares: object                  # ops with the same share one DRAM result (memory.shares)
     boost_compute_s: float = 0.0    # the arithmetic through the library at the boost clock
-    fixed_share: float = 0.0        # of it, what no FLOP/s peak shortens (KernelCompute.fixed_s)
+    fixed_s: float = 0.0            # of the replayed arithmetic time, what no FLOP/s peak
+    #                                 shortens (KernelCompute.fixed_s, at the clock it ran)
 
 
 @dataclass(frozen=True)
@@ -203,7 +204,12 @@ class Replay:
             idle_s = env.now - idle_from
             self.clock.idle(idle_s)
             kc = kernel_compute(self.hw, op, clock_scale=1.0)
-            compute_s = self.clock.stretch(kc.time_s)  # the clock sinks as the SMs stay busy
+            # the clock sinks as the SMs stay busy; a convolution's transforms through DRAM
+            # (KernelCompute.dram_s) do not run on that clock
+            on_sms_s = kc.time_s - kc.dram_s
+            stretch = self.clock.stretch(on_sms_s) / on_sms_s if on_sms_s > 0 else 1.0
+            compute_s = kc.dram_s + on_sms_s * stretch
+            fixed_s = kc.dram_s + (kc.fixed_s - kc.dram_s) * stretch
             demand = self.dram_demand(op, compute_s)
             sms = env.timeout(demand.on_chip_s)
             dram = env.process(self._dram(env, demand))
@@ -219,7 +225,7 @@ class Replay:
             self.detail.append(OpReplay(traffic, service, kc.tile_efficiency,
                                         kc.wave_efficiency,
                                         self.memory.shares(demand.requests, demand.key),
-                                        kc.time_s, kc.fixed_s / kc.time_s if kc.time_s else 0.0))
+                                        kc.time_s, fixed_s))
             if op.host_waits:
                 finished[op.index].succeed()
             if bar is not None:

@@ -111,7 +111,7 @@ def summarize(hw: Hardware, ms: MemorySystem, timed: list[OpTime], detail: list,
         saved = bigger.filter(o.op).dram_bytes
         l2x2_mem = mem * (saved / o.bytes_to_dram) if o.bytes_to_dram else mem
         busy["dram_bandwidth_+25%"].append(max(o.compute_s, dram_bw_s, o.l2_s))
-        fixed = o.compute_s * d.fixed_share  # (a convolution's transforms and launches)
+        fixed = d.fixed_s  # (a convolution's transforms and launches)
         busy["compute_+25%"].append(max(fixed + (o.compute_s - fixed) / SPEEDUP, mem, o.l2_s))
         busy["l2_bandwidth_+25%"].append(max(o.compute_s, mem, o.l2_s / SPEEDUP))
         busy["l2_capacity_x2"].append(max(o.compute_s, min(l2x2_mem, mem), o.l2_s))
