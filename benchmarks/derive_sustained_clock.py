@@ -53,7 +53,7 @@ def boost_share(row: dict) -> tuple[float, float]:
     math_dtype, storage = MATH[row["dtype"]]
     c = ceiling(hw, Unit.MATRIX, math_dtype)
     shape = GemmShape(1, n, n, n)
-    plan, lib = gemm_plan(shape, library.kernel_family(c.key), hw.sm_count,
+    plan, lib = gemm_plan(shape, library.kernel_family(c.key, hw.chip), hw.sm_count,
                           DTYPE_BYTES[storage])
     return measured / (c.flops_per_s * plan.efficiency * lib), CALLS * shape.flops / measured
 

@@ -203,7 +203,7 @@ def kernel_compute(hw: Hardware, op: Op, clock_scale: float | None = None,
     peak = _peak_at_clock(hw, c, clock_scale)
     if op.unit is not Unit.MATRIX or not op.flops:
         return KernelCompute(c, op.flops / peak, 1.0, 1.0)
-    family = kernel_family(c.key)
+    family = kernel_family(c.key, hw.chip)
     shape = gemm_shape(op)
     if shape is None:  # a fused kernel (attention): the main loop's losses, no tile plan known
         return KernelCompute(c, op.flops / (peak * family.mainloop), 1.0, 1.0,
@@ -224,7 +224,7 @@ def conv_candidates(hw: Hardware, op: Op, clock_scale: float | None = None,
     candidates beside the TF32 ones."""
     c = op_ceiling(hw, op)
     peak = _peak_at_clock(hw, c, clock_scale)
-    units = [(c, peak, kernel_family(c.key))]
+    units = [(c, peak, kernel_family(c.key, hw.chip))]
     if c.key == "tf32_tensor":
         simt = ceiling(hw, Unit.VECTOR, "fp32")
         units.append((simt, simt.flops_per_s * peak / c.flops_per_s, kernel_family(simt.key)))

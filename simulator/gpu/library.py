@@ -35,6 +35,8 @@ from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
 
+from simulator.gpu.occupancy import chip_limits
+
 COEFFICIENTS = Path(__file__).with_name("library_efficiency.json")
 FAMILIES = ("simt", "tensor_tf32", "tensor")
 ALIGNMENT_BYTES = 16
@@ -82,12 +84,24 @@ def reuse(tile: tuple[int, int]) -> float:
     return tm * tn / (tm + tn)
 
 
-def family_of(ceiling_key: str) -> str:
-    """Tensor-core peaks (`*_tensor`) run MMA kernels, TF32 ones with 32-bit operands; the
-    rest FMA on the CUDA cores."""
+def family_of(ceiling_key: str, chip: str | None = None) -> str:
+    """Tensor-core peaks (`*_tensor`) run MMA kernels, the rest FMA on the CUDA cores. TF32
+    runs a family of its own (`tensor_tf32`, fitted on Hopper) except on the warp-level MMA
+    chips of compute capability 8.x (Ampere, Ada; `chip`, the hardware file's): there a TF32
+    MMA issues at half the 16-bit rate with operands twice as wide, the same operand bytes per
+    cycle, and cuBLAS's TF32 kernels reach the share of their peak its 16-bit ones reach
+    (benchmarks/derive_sustained_clock.py: TF32 over FP16 on the L4, A40 and RTX A4000 within
+    8 % under the 16-bit family, 1.36-1.51 under the Hopper one)."""
     if ceiling_key == "tf32_tensor":
-        return "tensor_tf32"
+        return "tensor" if warp_mma_tf32(chip) else "tensor_tf32"
     return "tensor" if ceiling_key.endswith("_tensor") else "simt"
+
+
+def warp_mma_tf32(chip: str | None) -> bool:
+    """Whether the chip runs TF32 as warp-level MMA (mma.sync, compute capability 8.x) rather
+    than Hopper's warpgroup MMA; False for a chip not known."""
+    limits = chip_limits(chip) if chip else None
+    return limits is not None and limits[0].startswith("8.")
 
 
 @cache
@@ -98,8 +112,8 @@ def families() -> dict[str, KernelFamily]:
             for name, f in ((n, doc["families"][n]) for n in FAMILIES)}
 
 
-def kernel_family(ceiling_key: str) -> KernelFamily:
-    return families()[family_of(ceiling_key)]
+def kernel_family(ceiling_key: str, chip: str | None = None) -> KernelFamily:
+    return families()[family_of(ceiling_key, chip)]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from simulator.config.hardware import Hardware
 from simulator.gpu.clocks import POWER_RESPONSE_S, clocks
 from simulator.gpu.compute import launch_overhead_s
 from simulator.gpu.dispatch import DISPATCH_US
-from simulator.gpu.library import COEFFICIENTS, conv_costs, families
+from simulator.gpu.library import COEFFICIENTS, conv_costs, families, family_of
 
 
 def compute_settings(hw: Hardware, eager: bool = True, host_waits: int = 0,
@@ -27,6 +27,8 @@ def compute_settings(hw: Hardware, eager: bool = True, host_waits: int = 0,
                    "held_MHz": clk.held_mhz(operand_values),
                    "power_response_ms": POWER_RESPONSE_S * 1e3},
         "library": {"families": {n: asdict(f) for n, f in families().items()},
+                    "family_by_peak": {k: family_of(k, hw.chip)
+                                       for k, v in hw.peak_tflops.items() if v},
                     "convolution": asdict(conv_costs()),
                     "coefficients_file": f"simulator/gpu/{COEFFICIENTS.name}"},
         "host_dispatch_us_by_op_kind": dict(DISPATCH_US) if eager else {},

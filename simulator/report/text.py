@@ -50,11 +50,13 @@ def compute_lines(hw: Hardware, eager: bool = True, host_waits: int = 0,
     else:
         clock = "SM clock: the rated boost (the hardware file states no sustained clock)"
     host = c["host_dispatch_us_by_op_kind"]
+    tf32 = c["library"]["family_by_peak"].get("tf32_tensor")
     return [f"Compute   {clock}",
             "  library kernels: main loop at " + ", ".join(
                 f"{f['mainloop'] * 100:.0f} % ({n})" for n, f in fam.items()) +
             " of the clock's peak, less tile, wave and per-tile losses "
-            f"({c['library']['coefficients_file']})",
+            f"({c['library']['coefficients_file']})" +
+            (f"; TF32 runs the {tf32} family on this chip" if tf32 else ""),
             (f"  host: eager PyTorch dispatch {min(host.values()):g}-{max(host.values()):g} us "
              "per op by kind" if host else "  host: none per op (a captured CUDA graph or a "
              "native program launches the kernels)") +
