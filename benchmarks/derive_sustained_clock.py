@@ -4,12 +4,16 @@
 
 A power-limited card's clock under load is rarely published. What is published, for many
 cards, is the throughput of square `torch.mm` products (benchmarks/measured/torch_mm_square.csv:
-10 warm-up and 30 timed calls per size). Where a run keeps the card busy for over a second, it
-runs at the clock the card holds under load; the GEMM library's kernel model
-(simulator/gpu/library.py, fitted on another card at a known clock) says what share of the
-peak such a GEMM reaches, so the measured FLOP/s over that give the clock, as a share of the
-boost clock's peak. Per card, the mean over those long runs of FP32 (CUDA-core) GEMMs is the
-sustained clock its hardware file states.
+each row's `calls` the calls its size ran: 10 warm-up and 30 timed in one set of sweeps, 10
+timed one by one in the other). The largest products of a sweep run at the clock the card
+holds under load; the GEMM library's kernel model (simulator/gpu/library.py, fitted on another
+card at a known clock) says what share of the peak such a GEMM reaches, so the measured FLOP/s
+over that give the clock, as a share of the boost clock's peak. Per card, the mean over the
+FP32 (CUDA-core) runs of its sweep's two largest sizes is the sustained clock its hardware file
+states. In the 40-call sweeps those runs each keep the card busy for one to eight seconds; in
+the 10-call ones for a fifth of a second, after a few tenths of a second of smaller products,
+long enough for a card whose power limit binds at once (the RTX 6000 Ada's runs fall from 50
+to 35 TFLOP/s by 4096 and stay there) but a clock a slower one might sink below.
 
 Short runs (the card still cool) and the tensor-core rows are printed for comparison: a
 tensor-core GEMM draws less power per FLOP, and a card may hold a higher clock under it.
@@ -40,8 +44,7 @@ from simulator.gpu.compute import GemmShape, ceiling, gemm_plan  # noqa: E402
 from simulator.workload.trace import DTYPE_BYTES, Unit  # noqa: E402
 
 SQUARE_GEMMS = Path(__file__).resolve().parent / "measured" / "torch_mm_square.csv"
-CALLS = 10 + 30       # warm-up and timed calls per size (the source's test.py)
-LONG_RUN_S = 1.0      # runs at least this busy count as running hot
+LONGEST = 2  # a sweep's largest sizes whose FP32 runs give the sustained clock
 LARGEST = (8192, 10240)  # the sizes whose runs of every type load the card for a second or so
 
 
@@ -55,7 +58,8 @@ def boost_share(row: dict) -> tuple[float, float]:
     shape = GemmShape(1, n, n, n)
     plan, lib = gemm_plan(shape, library.kernel_family(c.key, hw.chip), hw.sm_count,
                           DTYPE_BYTES[storage])
-    return measured / (c.flops_per_s * plan.efficiency * lib), CALLS * shape.flops / measured
+    return (measured / (c.flops_per_s * plan.efficiency * lib),
+            int(row["calls"]) * shape.flops / measured)
 
 
 def measure(rows: list[dict]) -> list[tuple[dict, float, float]]:
@@ -70,11 +74,14 @@ def measured_runs() -> list[tuple[dict, float, float]]:
 
 
 def derive(measured: list[tuple[dict, float, float]]) -> dict[str, float]:
-    """Per card, the mean boost share of its long FP32 runs."""
+    """Per card, the mean boost share of the FP32 runs of its sweeps' largest sizes."""
+    sweeps: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
+    for r, share, _ in measured:
+        if r["dtype"] == "fp32":
+            sweeps[r["card"], r["source"]].append((int(r["size"]), share))
     long_runs: dict[str, list[float]] = defaultdict(list)
-    for r, share, busy_s in measured:
-        if r["dtype"] == "fp32" and busy_s >= LONG_RUN_S:
-            long_runs[r["card"]].append(share)
+    for (card, _), runs in sweeps.items():
+        long_runs[card] += [share for _, share in sorted(runs)[-LONGEST:]]
     return {card: sum(s) / len(s) for card, s in long_runs.items()}
 
 
@@ -85,8 +92,8 @@ def main() -> int:
     for r, share, busy_s in measured:
         print(f"{r['card']:<10} {r['dtype']:<5} {r['size']:>6} {float(r['tflops']):>8.2f} "
               f"{busy_s:>7.2f} {share:>21.3f}")
-    print("\nsustained clock (mean share of the FP32 runs busy >= "
-          f"{LONG_RUN_S:g} s, times the boost clock):")
+    print(f"\nsustained clock (mean share of the FP32 runs of each sweep's {LONGEST} largest "
+          "sizes, times the boost clock):")
     for card, share in derive(measured).items():
         hw = load_hardware(card)
         boost = hw.boost_clock_mhz
