@@ -316,6 +316,9 @@ def test_a_convolutions_dram_transforms_do_not_slow_with_the_sm_clock(t4):
     trace = _conv(c_in=64, c_out=64, size=56, dtype="fp16")
     kc = kernel_compute(t4, trace.ops[0], clock_scale=1.0)
     assert len(trace.ops) == 1 and 0 < kc.dram_s < kc.fixed_s < kc.time_s
+    held = kernel_compute(t4, trace.ops[0])  # at the sustained clock, as the replay when hot
+    assert held.time_s == pytest.approx(kc.dram_s + (kc.time_s - kc.dram_s) / clocks(t4).scale)
+    assert held.dram_s == pytest.approx(kc.dram_s)
     est = replay(trace, t4, "sampled")
     on_sms = kc.time_s - kc.dram_s
     hot = kc.dram_s + on_sms / clocks(t4).scale  # (the launch gap lets it cool a little)

@@ -224,6 +224,7 @@ def conv_candidates(hw: Hardware, op: Op, clock_scale: float | None = None,
     candidates beside the TF32 ones."""
     c = op_ceiling(hw, op)
     peak = _peak_at_clock(hw, c, clock_scale)
+    clock_share = peak / c.flops_per_s  # the kernels' fixed time runs on the SM clock too
     units = [(c, peak, kernel_family(c.key, hw.chip))]
     if c.key == "tf32_tensor":
         simt = ceiling(hw, Unit.VECTOR, "fp32")
@@ -239,7 +240,7 @@ def conv_candidates(hw: Hardware, op: Op, clock_scale: float | None = None,
             if algo.blocks is not None:  # whole blocks: the useful share is its own
                 plan = replace(plan, tile_efficiency=algo.flops / gemm.flops)
             dram_s = algo.transform_bytes / (hw.peak_bandwidth_Bps * costs.transform_bandwidth)
-            fixed_s = dram_s + algo.kernels * costs.kernel_us * 1e-6
+            fixed_s = dram_s + algo.kernels * costs.kernel_us * 1e-6 / clock_share
             time_s = algo.flops / (unit_peak * plan.efficiency * library) + fixed_s
             out.append(KernelCompute(unit, time_s, plan.tile_efficiency, plan.wave_efficiency,
                                      library, algo.name, fixed_s, dram_s))
