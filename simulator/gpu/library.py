@@ -20,11 +20,12 @@ separate a real kernel from the peak:
   dl-performance-matrix-multiplication) asks for multiples of 16 bytes for this reason.
 
 All are properties of a kernel family, not of a card: `simt` (FP32 FMA on the CUDA cores:
-SGEMM, FP32 implicit-GEMM convolutions), `tensor_tf32` (TF32 MMA: 32-bit operands, twice the
-operand bytes per FLOP of 16-bit MMA) and `tensor` (16-bit and 8-bit MMA: FP16, BF16, FP8,
-INT8). They are fitted by `benchmarks/fit_library_efficiency.py` on kernel times of one
-card at a measured clock (`benchmarks/measured/h200/kernels.csv`) and written to
-`library_efficiency.json` beside this file; `benchmarks/measured_fidelity.py` checks them on
+SGEMM, FP32 implicit-GEMM convolutions), `tensor_tf32` (Hopper's TF32 MMA: 32-bit operands,
+twice the operand bytes per FLOP of 16-bit MMA) and `tensor` (16-bit and 8-bit MMA: FP16,
+BF16, FP8, INT8; and TF32 on Ampere and Ada, `family_of`). They are fitted by
+`benchmarks/fit_library_efficiency.py` on kernel times of one card at a measured clock
+(`benchmarks/measured/h200/kernels.csv`) and written to `library_efficiency.json` beside this
+file; `benchmarks/measured_fidelity.py` checks them on
 GDDR6 cards they were not taken from.
 """
 
