@@ -19,7 +19,8 @@ Short runs (the card still cool) and the tensor-core rows are printed for compar
 tensor-core GEMM draws less power per FLOP, and a card may hold a higher clock under it.
 Last, per card, each tensor-core family's share over the FP32 one on the largest products:
 0.9-1.1 for FP16 on every card here (the 16-bit family, fitted on the H200, holds at the FP32
-runs' clock), well above 1 for TF32 (that family is slower in the model than on these cards).
+runs' clock), and 0.98-1.13 for TF32, which these Ampere and Ada cards run with the same family
+(simulator/gpu/library.py family_of; the TF32 family fitted on the H200 gives 1.36-1.51).
 The same ratio tells a card's tensor-core rate where its datasheet leaves it open: the Titan
 RTX's 130 TFLOPS count FP16 accumulation; at that rate its FP16 runs give 0.53, at the half
 rate GeForce Turing runs FP32 accumulation at (what PyTorch's FP16 GEMMs use) 1.05, and its
