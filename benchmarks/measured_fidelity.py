@@ -503,8 +503,10 @@ TORCH_1_10_CONTAINERS = "2022-01-01"
 
 
 def lambda_bert_rows(fidelity: str, keep: Callable[[dict], bool] | None = None) -> list[dict]:
-    """BERT-large and BERT-base SQuAD fine-tuning steps (step = batch / sequences per second),
-    TF32 allowed as the NGC containers do. `keep`: only the file's rows it accepts."""
+    """BERT-large and BERT-base SQuAD fine-tuning steps against each run's warm step (the
+    file's `steady_step_ms`, benchmarks/derive_steady_steps.py: Lambda's sequences per second
+    count the first step too), TF32 allowed as the NGC containers do. `keep`: only the file's
+    rows it accepts."""
     out = []
     for row in read_rows("lambda_bert_squad_train.csv"):
         if keep is not None and not keep(row):
@@ -524,10 +526,9 @@ def lambda_bert_rows(fidelity: str, keep: Callable[[dict], bool] | None = None) 
                                               row["run_date"] < TORCH_1_10_CONTAINERS}}}
         step = analyze(_workload(raw, row["model"]), load_hardware(row["hardware"]),
                        fidelity=fidelity).estimate.step_time_s
-        measured = int(row["batch_size"]) / float(row["sequences_per_s"])
         out.append(_result(f"{row['hardware']} {row['model']} squad {row['precision']} batch "
                            f"{row['batch_size']} ({row['lambda_system']}, {row['run_date']})",
-                           step, measured))
+                           step, float(row["steady_step_ms"]) * MS))
     return out
 
 
