@@ -25,6 +25,12 @@ The same ratio tells a card's tensor-core rate where its datasheet leaves it ope
 RTX's 130 TFLOPS count FP16 accumulation; at that rate its FP16 runs give 0.53, at the half
 rate GeForce Turing runs FP32 accumulation at (what PyTorch's FP16 GEMMs use) 1.05, and its
 short, still-cool runs reach the share of that half rate the RTX 2080 Ti's reach of theirs.
+
+Where only a sweep's best figure is published (benchmarks/measured/torch_mm_peaks.csv: three
+Tesla T4s), the size is unknown, but no size runs above the card's rate at its highest clock:
+the T4's FP16 products (FP32 accumulation) reach 41.9-42.7 TFLOP/s where half the
+datasheet's 65 allows 32.5 at its 1590 MHz cap, so this professional Turing part runs FP32
+accumulation at full rate, as the Quadro RTX datasheets state for theirs.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ from simulator.gpu.compute import GemmShape, ceiling, gemm_plan  # noqa: E402
 from simulator.workload.trace import DTYPE_BYTES, Unit  # noqa: E402
 
 SQUARE_GEMMS = Path(__file__).resolve().parent / "measured" / "torch_mm_square.csv"
+PEAKS = Path(__file__).resolve().parent / "measured" / "torch_mm_peaks.csv"
+PEAK_KEYS = {"fp32": "fp32", "fp16": "fp16_tensor"}  # dtype -> the hardware file's peak
 LONGEST = 2  # a sweep's largest sizes whose FP32 runs give the sustained clock
 LARGEST = (8192, 10240)  # the sizes whose runs of every type load the card for a second or so
 
@@ -107,7 +115,22 @@ def main() -> int:
           "efficiency holds on the card at one clock")
     for card, ratios in family_ratios(measured).items():
         print(f"  {card:<10} " + "  ".join(f"{d} {r:.2f}" for d, r in ratios.items()))
+    print("\nbest published figures against the card's peak at its highest clock (the "
+          "file's, boost):")
+    for r, peak in peak_shares():
+        best = float(r["tflops_max"])
+        half = f"; {best / (peak / 2):.2f} of half" if r["dtype"] != "fp32" else ""
+        print(f"  {r['card']:<10} {r['dtype']:<5} {best:7.2f} TFLOP/s of {peak:6.1f} "
+              f"({best / peak:.2f}{half})  {r['note']}")
     return 0
+
+
+def peak_shares() -> list[tuple[dict, float]]:
+    """Each published best figure (PEAKS) with the card's peak TFLOP/s at its boost clock for
+    that dtype: a share above 0.5 of a tensor-core peak rules out a half rate."""
+    with PEAKS.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    return [(r, load_hardware(r["card"]).peak_tflops[PEAK_KEYS[r["dtype"]]]) for r in rows]
 
 
 def family_ratios(measured: list[tuple[dict, float, float]]) -> dict[str, dict[str, float]]:

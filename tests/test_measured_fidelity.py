@@ -270,6 +270,18 @@ def test_the_titan_rtxs_fp16_runs_match_geforce_turings_half_rate(mm_runs):
         assert abs(titan / share - 1) <= 0.05
 
 
+def test_the_t4s_fp16_products_rule_out_a_half_rate_for_professional_turing(derive):
+    """hardware/t4.json (and the Quadro RTX files) state FP32-accumulate tensor math at the
+    datasheet's full rate. Three T4s' best FP16 torch.mm products (41.9-42.7 TFLOP/s) exceed
+    half of its 65 TFLOPS at its 1590 MHz cap, which no size could at half the rate, and stay
+    below the full rate."""
+    fp16 = [(float(r["tflops_max"]), peak) for r, peak in derive.peak_shares()
+            if r["card"] == "t4" and r["dtype"] == "fp16"]
+    assert len(fp16) == 3
+    for best, peak in fp16:
+        assert peak / 2 * 1.25 < best < peak
+
+
 def test_zero_input_convolutions_outrun_gemms_only_on_power_capped_cards():
     """benchmarks/operand_data_power.py: NeuSight's convolutions ran on a zero input, its GEMMs
     on random ones; on the 70-75 W cards the convolutions' best outrun the GEMMs' (T4 x1.29, P4
