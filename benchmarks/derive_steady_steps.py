@@ -7,9 +7,10 @@ each row of benchmarks/measured/lambda_bert_squad_train.csv names its log there 
 
 The simulator predicts a training step once the run is warm. Lambda's published throughput is
 not that: its runs last 100 steps or two short epochs, and the figure counts the first step
-(0.9-6 s: CUDA context, cuBLAS handles, allocator growth), and in the 2020 runs divides each
-epoch's time by a step count one to four short of the iterations the epoch ran
-(`training throughput` = batch x steps / epoch seconds, the numbers under it in each log).
+(0.9-6 s: CUDA context, cuBLAS handles, allocator growth), and in the June 2020 runs divides
+each epoch's time by a round step count 3-6 % below the iterations the epoch ran (500 of 517,
+18 of 19: `training throughput` = batch x steps / epoch seconds, the numbers under it in each
+log).
 So each row also carries the step time the log shows once warm (`steady_step_ms`), taken as
 `steady_from` says:
 
