@@ -1,6 +1,7 @@
 """Predicted against measured: the simulator on public measurements of GDDR6 GPUs.
 
-    python benchmarks/measured_fidelity.py [--sample N] [--fidelity F] [--only PART] [--json]
+    python benchmarks/measured_fidelity.py [--sample N] [--jobs N] [--fidelity F] [--only PART]
+                                           [--json]
 
 Kernels: T4 GEMMs (linear and bmm), convolutions and vector ops (elementwise, softmax, layer
 norm) measured alone by NeuSight, each built as a one-kernel step and timed by the simulator
@@ -25,13 +26,17 @@ max absolute error as fractions of the measured time. `--json` prints
 `median_abs_error`, `p90_abs_error` and `max_abs_error`, and its `rows` (`t4_operators` also
 `by_class`: `gemm` and `other`; `row_kernels` one class per card and kernel; without rows).
 
-Kernel cases are a seeded random sample of each file (`--sample`, per class; 0: every row).
+Every case by default: about 45 minutes on two cores, 28 of them the kernel classes' 51,524
+rows. `--sample N` takes a seeded random N of each kernel class instead, for a quick look (300
+a class: under a minute; a sample's median strays a point or two from the whole class's).
+`--jobs N` runs the kernel cases and Lambda's steps in N worker processes (default: the CPUs
+this process may use), each replaying on its share of the CPUs, with the same figures for any
+N (one process: about an hour and a half on two cores).
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import csv
 import dataclasses
 import json
@@ -39,7 +44,8 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
 from functools import cache
 from pathlib import Path
 
@@ -50,9 +56,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from simulator.config.hardware import Hardware, load_hardware  # noqa: E402
 from simulator.config.loader import read_json  # noqa: E402
 from simulator.config.workload import Execution, parse_workload  # noqa: E402
+from simulator.dram.system import set_engine_threads  # noqa: E402
 from simulator.gpu.compute import TILED_KINDS  # noqa: E402
 from simulator.pipeline import analyze  # noqa: E402
 from simulator.replay import replay  # noqa: E402
+from simulator.threads import usable_cpus  # noqa: E402
 from simulator.workload import layers as L  # noqa: E402
 from simulator.workload.allocator import place  # noqa: E402
 from simulator.workload.builder import TraceBuilder  # noqa: E402
@@ -63,6 +71,22 @@ DATA = Path(__file__).resolve().parent / "measured"
 REPO = Path(__file__).resolve().parent.parent
 SEED = 20251204
 MS = 1e-3
+
+
+def _map(fn: Callable, items: Iterable, jobs: int) -> list:
+    """fn over items, in order; in `jobs` worker processes when more than one, each running
+    the GDDR6 engine on its share of the CPUs (as a sweep's workers do)."""
+    items = list(items)
+    if jobs <= 1 or len(items) < 2:
+        return [fn(x) for x in items]
+    with ProcessPoolExecutor(jobs, initializer=set_engine_threads,
+                             initargs=(max(1, usable_cpus() // jobs),)) as pool:
+        return list(pool.map(fn, items, chunksize=max(1, len(items) // (16 * jobs))))
+
+
+@cache
+def _card(name: str) -> Hardware:
+    return load_hardware(name)
 
 
 # --- one-kernel steps -------------------------------------------------------------------------
@@ -152,18 +176,23 @@ def read_rows(file: str) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def kernel_rows(kind: str, sample: int, fidelity: str, hw: Hardware, memo: dict) -> list[dict]:
-    file, build = KERNELS[kind]
-    rows = read_rows(file)
+# a process's DRAM results by traffic shape, shared by its kernel cases (replay's dram_memo)
+_KERNEL_MEMO: dict = {}
+
+
+def _kernel_case(job: tuple[str, dict, str]) -> dict:
+    kind, row, fidelity = job
+    predicted = _forward_s(KERNELS[kind][1](row), _card("t4"), fidelity, _KERNEL_MEMO)
+    case = " ".join(f"{k}={v}" for k, v in row.items() if k != "latency_ms")
+    return _result(f"t4 {case}", predicted, float(row["latency_ms"]) * MS)
+
+
+def kernel_rows(kind: str, sample: int, fidelity: str, jobs: int = 1) -> list[dict]:
+    """The T4's kernels of a class: every row, or a seeded `sample` of them."""
+    rows = read_rows(KERNELS[kind][0])
     if sample and sample < len(rows):
         rows = random.Random(f"{SEED}-{kind}").sample(rows, sample)
-    out = []
-    for row in rows:
-        measured = float(row["latency_ms"]) * MS
-        predicted = _forward_s(build(row), hw, fidelity, memo)
-        case = " ".join(f"{k}={v}" for k, v in row.items() if k != "latency_ms")
-        out.append(_result(f"t4 {case}", predicted, measured))
-    return out
+    return _map(_kernel_case, ((kind, row, fidelity) for row in rows), jobs)
 
 
 # --- whole steps ------------------------------------------------------------------------------
@@ -171,27 +200,27 @@ def _workload(raw: dict, name: str):
     return parse_workload(raw, f"{name} (benchmarks/measured_fidelity.py)")
 
 
-def lambda_rows(fidelity: str, cards: dict[str, str] | None = None) -> list[dict]:
+def _resnet_case(job: tuple[dict, str]) -> dict:
+    row, fidelity = job
+    raw = read_json(REPO / "workloads" / "resnet50.json")
+    raw["data"]["batch_size"] = int(row["batch_size"])
+    raw["training"]["execution"] = {"allow_tf32_matmul": True}
+    if row["precision"] == "amp":
+        raw["training"]["mixed_precision"] = "fp16"
+    step = analyze(_workload(raw, "resnet50"), _card(row["hardware"]),
+                   fidelity=fidelity).estimate.step_time_s
+    measured = int(row["batch_size"]) / float(row["images_per_s"])
+    return _result(f"{row['hardware']} resnet50 {row['precision']} batch {row['batch_size']} "
+                   f"({row['lambda_system']}, {row['run_date']})", step, measured)
+
+
+def lambda_rows(fidelity: str, cards: dict[str, str] | None = None, jobs: int = 1
+                ) -> list[dict]:
     """ResNet-50 v1.5 training steps: Lambda's batch, AMP or fp32 with TF32 allowed. `cards`:
     only these cards' rows, each at the precision named (amp or fp32)."""
-    base = read_json(REPO / "workloads" / "resnet50.json")
-    out = []
-    for row in read_rows("lambda_resnet50_train.csv"):
-        if cards is not None and cards.get(row["hardware"]) != row["precision"]:
-            continue
-        raw = copy.deepcopy(base)
-        raw["data"]["batch_size"] = int(row["batch_size"])
-        raw["training"]["execution"] = {"allow_tf32_matmul": True}
-        if row["precision"] == "amp":
-            raw["training"]["mixed_precision"] = "fp16"
-        spec = _workload(raw, "resnet50")
-        hw = load_hardware(row["hardware"])
-        step = analyze(spec, hw, fidelity=fidelity).estimate.step_time_s
-        measured = int(row["batch_size"]) / float(row["images_per_s"])
-        out.append(_result(f"{row['hardware']} resnet50 {row['precision']} batch "
-                           f"{row['batch_size']} ({row['lambda_system']}, "
-                           f"{row['run_date']})", step, measured))
-    return out
+    return _map(_resnet_case, ((row, fidelity) for row in read_rows("lambda_resnet50_train.csv")
+                               if cards is None or cards.get(row["hardware"]) ==
+                               row["precision"]), jobs)
 
 
 # NeuSight's L4 training steps (benchmarks/measured/l4_fp32_training_steps.csv): fp32, TF32
@@ -502,34 +531,36 @@ SQUAD_SEQ_LEN = 384
 TORCH_1_10_CONTAINERS = "2022-01-01"
 
 
-def lambda_bert_rows(fidelity: str, keep: Callable[[dict], bool] | None = None) -> list[dict]:
+def lambda_bert_rows(fidelity: str, keep: Callable[[dict], bool] | None = None,
+                     jobs: int = 1) -> list[dict]:
     """BERT-large and BERT-base SQuAD fine-tuning steps against each run's warm step (the
     file's `steady_step_ms`, benchmarks/derive_steady_steps.py: Lambda's sequences per second
     count the first step too), TF32 allowed as the NGC containers do. `keep`: only the file's
     rows it accepts."""
-    out = []
-    for row in read_rows("lambda_bert_squad_train.csv"):
-        if keep is not None and not keep(row):
-            continue
-        amp = row["precision"] == "amp"
-        raw = {"format_version": 1, "name": f"{row['model']}-squad",
-               "model": BERT_SQUAD[row["model"]],
-               "data": {"batch_size": int(row["batch_size"]), "seq_len": SQUAD_SEQ_LEN},
-               "training": {"dtype": "fp16" if amp else "fp32", "loss": "cross_entropy",
-                            "optimizer": {"type": "adamw", "implementation": "fused",
-                                          "weight_decay_on": "matrices"} if amp else
-                            {"type": "bert_adam", "weight_decay_on": "matrices"},
-                            "grad_clip": {"max_norm": 1.0, "implementation": "apex"},
-                            "master_weights": amp,
-                            "execution": {"attention": "eager", "allow_tf32_matmul": True,
-                                          "clip_coef_on_host":
-                                              row["run_date"] < TORCH_1_10_CONTAINERS}}}
-        step = analyze(_workload(raw, row["model"]), load_hardware(row["hardware"]),
-                       fidelity=fidelity).estimate.step_time_s
-        out.append(_result(f"{row['hardware']} {row['model']} squad {row['precision']} batch "
-                           f"{row['batch_size']} ({row['lambda_system']}, {row['run_date']})",
-                           step, float(row["steady_step_ms"]) * MS))
-    return out
+    return _map(_bert_case, ((row, fidelity) for row in read_rows("lambda_bert_squad_train.csv")
+                             if keep is None or keep(row)), jobs)
+
+
+def _bert_case(job: tuple[dict, str]) -> dict:
+    row, fidelity = job
+    amp = row["precision"] == "amp"
+    raw = {"format_version": 1, "name": f"{row['model']}-squad",
+           "model": BERT_SQUAD[row["model"]],
+           "data": {"batch_size": int(row["batch_size"]), "seq_len": SQUAD_SEQ_LEN},
+           "training": {"dtype": "fp16" if amp else "fp32", "loss": "cross_entropy",
+                        "optimizer": {"type": "adamw", "implementation": "fused",
+                                      "weight_decay_on": "matrices"} if amp else
+                        {"type": "bert_adam", "weight_decay_on": "matrices"},
+                        "grad_clip": {"max_norm": 1.0, "implementation": "apex"},
+                        "master_weights": amp,
+                        "execution": {"attention": "eager", "allow_tf32_matmul": True,
+                                      "clip_coef_on_host":
+                                          row["run_date"] < TORCH_1_10_CONTAINERS}}}
+    step = analyze(_workload(raw, row["model"]), _card(row["hardware"]),
+                   fidelity=fidelity).estimate.step_time_s
+    return _result(f"{row['hardware']} {row['model']} squad {row['precision']} batch "
+                   f"{row['batch_size']} ({row['lambda_system']}, {row['run_date']})",
+                   step, float(row["steady_step_ms"]) * MS)
 
 
 # --- summary ----------------------------------------------------------------------------------
@@ -554,16 +585,17 @@ STEP_PARTS = ("end_to_end", "bert_squad", "inference", "operators",  # a row per
               "t4_operators", "row_kernels")
 
 
-def run(sample: int, fidelity: str, only: str | None) -> dict:
+def run(sample: int, fidelity: str, only: str | None, jobs: int = 1) -> dict:
+    """The parts asked for (`only`; None: all), kernel classes whole or a seeded `sample`,
+    in `jobs` worker processes where cases stand alone."""
     doc: dict = {"fidelity": fidelity, "sample_per_kernel_class": sample}
     if only in (None, "kernels"):
-        t4, memo = load_hardware("t4"), {}
-        doc["kernels"] = {kind: summary(kernel_rows(kind, sample, fidelity, t4, memo))
+        doc["kernels"] = {kind: summary(kernel_rows(kind, sample, fidelity, jobs))
                           for kind in KERNELS}
     if only in (None, "end_to_end"):
-        doc["end_to_end"] = summary(lambda_rows(fidelity) + l4_rows(fidelity))
+        doc["end_to_end"] = summary(lambda_rows(fidelity, jobs=jobs) + l4_rows(fidelity))
     if only in (None, "bert_squad"):
-        doc["bert_squad"] = summary(lambda_bert_rows(fidelity))
+        doc["bert_squad"] = summary(lambda_bert_rows(fidelity, jobs=jobs))
     if only in (None, "inference"):
         doc["inference"] = summary(inference_rows(fidelity))
     if only in (None, "operators"):
@@ -585,14 +617,17 @@ def _line(name: str, s: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sample", type=int, default=300,
-                    help="kernel cases per class, a seeded sample (0: all; default 300)")
+    ap.add_argument("--sample", type=int, default=0,
+                    help="kernel cases per class, a seeded sample (default 0: every case)")
+    ap.add_argument("--jobs", type=int, default=usable_cpus(),
+                    help="worker processes for the kernel cases and Lambda's steps "
+                         "(default: the CPUs this process may use)")
     ap.add_argument("--fidelity", default="sampled", choices=("analytic", "sampled", "cycle"))
     ap.add_argument("--only", choices=("kernels", *STEP_PARTS))
     ap.add_argument("--json", action="store_true", help="print the JSON document")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    doc = run(args.sample, args.fidelity, args.only)
+    doc = run(args.sample, args.fidelity, args.only, max(1, args.jobs))
     if args.json:
         json.dump(doc, sys.stdout, indent=1)
         print()
