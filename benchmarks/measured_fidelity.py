@@ -56,10 +56,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from simulator.config.hardware import Hardware, load_hardware  # noqa: E402
 from simulator.config.loader import read_json  # noqa: E402
 from simulator.config.workload import Execution, parse_workload  # noqa: E402
-from simulator.dram.system import set_engine_threads  # noqa: E402
 from simulator.gpu.compute import TILED_KINDS  # noqa: E402
 from simulator.pipeline import analyze  # noqa: E402
 from simulator.replay import replay  # noqa: E402
+from simulator.sweep.execute import worker_start  # noqa: E402
 from simulator.threads import usable_cpus  # noqa: E402
 from simulator.workload import layers as L  # noqa: E402
 from simulator.workload.allocator import place  # noqa: E402
@@ -74,12 +74,12 @@ MS = 1e-3
 
 
 def _map(fn: Callable, items: Iterable, jobs: int) -> list:
-    """fn over items, in order; in `jobs` worker processes when more than one, each running
-    the GDDR6 engine on its share of the CPUs (as a sweep's workers do)."""
+    """fn over items, in order; in `jobs` worker processes when more than one, started as a
+    sweep's workers are (each runs the GDDR6 engine on its share of the CPUs)."""
     items = list(items)
     if jobs <= 1 or len(items) < 2:
         return [fn(x) for x in items]
-    with ProcessPoolExecutor(jobs, initializer=set_engine_threads,
+    with ProcessPoolExecutor(jobs, initializer=worker_start,
                              initargs=(max(1, usable_cpus() // jobs),)) as pool:
         return list(pool.map(fn, items, chunksize=max(1, len(items) // (16 * jobs))))
 

@@ -250,7 +250,9 @@ def _quit_quietly(_signum, _frame) -> None:
     os._exit(128 + signal.SIGINT)
 
 
-def _worker_start(threads: int) -> None:
+def worker_start(threads: int) -> None:
+    """A worker process's start: Ctrl-C ends it quietly, and its GDDR6 engine runs on
+    `threads` of the CPUs the workers share out."""
     signal.signal(signal.SIGINT, _quit_quietly)
     set_engine_threads(threads)
 
@@ -279,7 +281,7 @@ def _local(todo: list[Point], fidelity: str, workers: int
         return
     by_id = {p.id: p for p in todo}
     with _manager() as manager, \
-            ProcessPoolExecutor(max_workers=workers, initializer=_worker_start,
+            ProcessPoolExecutor(max_workers=workers, initializer=worker_start,
                                 initargs=(max(1, engine_threads() // workers),)) as pool:
         results = manager.Queue()
         futures = {pool.submit(_run_group, g, fidelity, results): g for g in groups}
