@@ -37,6 +37,7 @@ N (one process: about an hour and a half on two cores).
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import dataclasses
 import json
@@ -200,9 +201,14 @@ def _workload(raw: dict, name: str):
     return parse_workload(raw, f"{name} (benchmarks/measured_fidelity.py)")
 
 
+@cache
+def _resnet50() -> dict:
+    return read_json(REPO / "workloads" / "resnet50.json")
+
+
 def _resnet_case(job: tuple[dict, str]) -> dict:
     row, fidelity = job
-    raw = read_json(REPO / "workloads" / "resnet50.json")
+    raw = copy.deepcopy(_resnet50())
     raw["data"]["batch_size"] = int(row["batch_size"])
     raw["training"]["execution"] = {"allow_tf32_matmul": True}
     if row["precision"] == "amp":
@@ -502,7 +508,7 @@ def inference_rows(fidelity: str) -> list[dict]:
     for row in read_rows("neusight_fp32_inference.csv"):
         model, batch, seq = row["model"], int(row["batch"]), int(row["seq_len"])
         spec = _workload(l4_step(model, batch, seq, training=False), model)
-        est = analyze(spec, load_hardware(row["hardware"]), fidelity=fidelity).estimate
+        est = analyze(spec, _card(row["hardware"]), fidelity=fidelity).estimate
         out.append(_result(f"{row['hardware']} {model} {batch}x{seq} fp32 inference",
                            _forward_without(est, INFERENCE_SKIPS.get(model, ("loss.",))),
                            float(row["forward_ms"]) * MS))
