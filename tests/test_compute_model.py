@@ -169,6 +169,28 @@ def test_a_smaller_k_loop_and_an_unaligned_operand_cost_efficiency():
     assert unaligned == pytest.approx(0.3 * aligned)
 
 
+def test_a_tf32_matmul_runs_on_tensor_cores_with_its_chips_family_and_fp32_the_cuda_cores():
+    """Warp-level MMA chips (Ampere, Ada) run TF32 as efficiently as 16-bit MMA; Hopper, and a
+    chip not known, the TF32 family fitted on the H200."""
+    for card, tf32_family in (("rtx-a6000", "tensor"), ("rtx-6000-ada", "tensor"),
+                              ("h100-sxm", "tensor_tf32")):
+        hw = load_hardware(card)
+        for tf32, family in ((True, tf32_family), (False, "simt")):
+            b = TraceBuilder("k", "fp32", Execution(allow_tf32_matmul=tf32))
+            w = b.parameter("w", (1024, 1024), matmul_weight=True)
+            L.linear(b, b.tensor("x", (4096, 1024), Category.INPUT), w, None, "fc")
+            kc = kernel_compute(hw, b.trace().ops[0])
+            assert library.family_of(kc.ceiling.key, hw.chip) == family, card
+    assert library.family_of("tf32_tensor") == "tensor_tf32"
+    assert library.family_of("tf32_tensor", "GA102") == "tensor"
+    assert library.family_of("tf32_tensor", "Navi 31") == "tensor_tf32"
+    assert library.family_of("fp16_tensor", "GH100") == "tensor"
+    from simulator.gpu.model import compute_settings
+    by_peak = compute_settings(load_hardware("rtx-a6000"))["library"]["family_by_peak"]
+    assert by_peak["tf32_tensor"] == "tensor" and by_peak["fp32"] == "simt"
+    assert "tf32_tensor" not in compute_settings(load_hardware("t4"))["library"]["family_by_peak"]
+
+
 def _matmul(batch: int, m: int, n: int, k: int):
     b = TraceBuilder("kernel", "fp32")
     x = b.tensor("a", (batch, m, k) if batch > 1 else (m, k), Category.INPUT)
