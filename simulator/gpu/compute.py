@@ -82,10 +82,10 @@ DEFAULT_KERNEL_LAUNCH_OVERHEAD_US = 2.0
 # Split-K: when the output has too few tiles to fill the SMs, the K loop is split across blocks
 # (then summed), each part at least this long. Only single products: cuBLAS's batched GEMMs
 # (torch.bmm) put the batch in the grid's third dimension and never split K. NeuSight's
-# profiles of torch.bmm (github.com/sitar-lab/NeuSight, scripts/asplos/data/dataset/*/collect/
-# bmm) launch exactly `batch` blocks deep in 17,681 of 17,697 products on a T4 and all 17,694
-# on a V100, few tiles or many; their nn.Linear products launch deeper grids (split K) in about
-# half the cases.
+# profiles of torch.bmm (github.com/sitar-lab/NeuSight, scripts/asplos/data/dataset/train/
+# collect/bmm/p2.1.0/) launch exactly `batch` blocks deep in 17,681 of 17,697 products on a T4
+# and all 17,694 on a V100, few tiles or many; their nn.Linear products (collect/linear/)
+# launch deeper grids (split K) in about half the cases.
 MIN_SPLIT_K = 128
 
 TILED_KINDS = ("matmul", "conv")  # ops that run as tiled GEMMs
