@@ -161,30 +161,27 @@ class TilePlan:
 
 def tile_plan(shape: GemmShape, tile: tuple[int, int], sms: int | None,
               split_k: bool = True) -> TilePlan:
-    """Tiles = batch x ceil(M/tm) x ceil(N/tn), split along K when too few to fill the SMs,
-    run in waves of one tile per SM; the last wave and the padded tile edges do no useful
-    work."""
+    """Tiles = batch x ceil(M/tm) x ceil(N/tn), split along K when too few to fill the SMs (a
+    single product's: MIN_SPLIT_K), run in waves of one tile per SM; the last wave and the
+    padded tile edges do no useful work."""
     tm, tn = tile
     rows, cols = math.ceil(shape.m / tm), math.ceil(shape.n / tn)
     tile_eff = shape.m * shape.n / (rows * tm * cols * tn)
     if not sms:
         return TilePlan(tile, 1, tile_eff, 1.0)
     tiles = shape.batch * rows * cols
-    split = max(1, min(sms // tiles, shape.k // MIN_SPLIT_K)) if split_k and tiles < sms else 1
+    split = max(1, min(sms // tiles, shape.k // MIN_SPLIT_K)) \
+        if split_k and shape.batch == 1 and tiles < sms else 1
     tiles *= split
     return TilePlan(tile, split, tile_eff, tiles / (math.ceil(tiles / sms) * sms))
 
 
 def gemm_plan(shape: GemmShape, family: KernelFamily, sms: int | None,
-              element_bytes: int | None = None, split_k: bool | None = None,
+              element_bytes: int | None = None, split_k: bool = True,
               tiles: tuple[tuple[int, int], ...] = TILES) -> tuple[TilePlan, float]:
     """The tile plan the library picks (the one that finishes first) and the library's own
     efficiency on it: main loop x per-tile overhead x operand alignment (`element_bytes`:
-    the operands' element size, None where the layout is the library's own, convolutions).
-    `split_k`: whether K may be split over idle SMs; None: for single products, not batched
-    ones (MIN_SPLIT_K)."""
-    if split_k is None:
-        split_k = shape.batch == 1
+    the operands' element size, None where the layout is the library's own, convolutions)."""
     align = 1.0 if element_bytes is None else \
         family.alignment_efficiency(shape.k, shape.n, element_bytes)
 
