@@ -191,26 +191,6 @@ def test_a_tf32_matmul_runs_on_tensor_cores_with_its_chips_family_and_fp32_the_c
     assert "tf32_tensor" not in compute_settings(load_hardware("t4"))["library"]["family_by_peak"]
 
 
-def _matmul(batch: int, m: int, n: int, k: int):
-    b = TraceBuilder("kernel", "fp32")
-    x = b.tensor("a", (batch, m, k) if batch > 1 else (m, k), Category.INPUT)
-    y = b.tensor("b", (batch, k, n) if batch > 1 else (k, n), Category.INPUT)
-    out = b.activation("out", (batch, m, n) if batch > 1 else (m, n), x, y)
-    b.op("mm", "matmul", [x, y], [out], 2 * batch * m * n * k, Unit.MATRIX, math_dtype="fp32")
-    return b.trace().ops[0]
-
-
-def test_a_single_product_splits_its_k_loop_over_idle_sms_and_a_batched_one_does_not(t4):
-    """cuBLAS's batched GEMMs put the batch in the grid's depth and never split K: 9 tiles of
-    a K-long loop take as long as 40 (one wave on the T4's 40 SMs), where one product of 9
-    tiles spreads its K loop over the idle SMs."""
-    nine = kernel_compute(t4, _matmul(9, 64, 64, 4096))
-    forty = kernel_compute(t4, _matmul(40, 64, 64, 4096))
-    single = kernel_compute(t4, _matmul(1, 192, 192, 4096))  # the same 9 tiles, one product
-    assert nine.time_s == pytest.approx(forty.time_s, rel=1e-9)
-    assert single.time_s < nine.time_s / 2
-
-
 # --- convolutions -----------------------------------------------------------------------------
 
 def test_winograd_is_a_candidate_for_fp32_3x3_stride_1_convolutions_only(t4):

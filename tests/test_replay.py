@@ -492,6 +492,9 @@ def test_tile_and_wave_quantization():
     assert plan.wave_efficiency == 1 and plan.split_k == 40
     plan = tile_plan(GemmShape(1, 128, 128, 128 * 40), (128, 128), 40, split_k=False)
     assert plan.split_k == 1 and plan.wave_efficiency == pytest.approx(1 / 40)
+    # nor does a batched product's (cuBLAS's batched kernels: the batch is the grid's depth)
+    plan = tile_plan(GemmShape(9, 128, 128, 128 * 40), (128, 128), 40)
+    assert plan.split_k == 1 and plan.wave_efficiency == pytest.approx(9 / 40)
 
 
 def test_kernel_compute_and_launch(cnn, t4):
