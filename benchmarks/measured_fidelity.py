@@ -16,19 +16,25 @@ three L4 training steps and six L4 inference runs (the embedding, the first bloc
 head), each op of the step's trace timed as NeuSight timed it: alone, called again and again,
 on NeuSight's inputs; T4 operators: the same from NeuSight's four T4 inference runs of BERT-large
 and GPT-2 large, GEMMs and the rest apart. Row kernels: NeuSight's layer norm, softmax and
-ReLU on large tensors (25 MB and up) on the T4 and the L4, card and kernel apart. Data and
-sources: benchmarks/measured/.
+ReLU on large tensors (25 MB and up) on the T4 and the L4, card and kernel apart. Held-out
+kernels: NeuSight's test set, GEMMs and elementwise ops of transformer shapes on the T4 and the
+L4, measured in a campaign of their own, by card and class. Data and sources:
+benchmarks/measured/.
 
 Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
 max absolute error as fractions of the measured time. `--json` prints
 {"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ..., "bert_squad": ...,
-"inference": ..., "operators": ..., "t4_operators": ..., "row_kernels": ...}, each with `cases`,
-`median_abs_error`, `p90_abs_error` and `max_abs_error`, and its `rows` (`t4_operators` also
-`by_class`: `gemm` and `other`; `row_kernels` one class per card and kernel; without rows).
+"inference": ..., "operators": ..., "t4_operators": ..., "row_kernels": ...,
+"held_out_kernels": ...}, each with `cases`, `median_abs_error`, `p90_abs_error` and
+`max_abs_error`, and its `rows` (`t4_operators` also `by_class`: `gemm` and `other`;
+`row_kernels` one class per card and kernel, `held_out_kernels` per card and class, without
+rows; `held_out_kernels` also `t4_campaign_ratio`: its T4 GEMMs' time per FLOP against the
+kernel set's of like shape).
 
-Every case by default: about 45 minutes on two cores, 28 of them the kernel classes' 51,524
-rows. `--sample N` takes a seeded random N of each kernel class instead, for a quick look (300
-a class: under a minute; a sample's median strays a point or two from the whole class's).
+Every case by default: about 55 minutes on two cores, 28 of them the kernel classes' 51,524
+rows, 9 the held-out kernels' 7,480. `--sample N` takes a seeded random N of each kernel
+class instead, and of each held-out card's class, for a quick look (300: about two minutes; a
+sample's median strays a point or two from the whole class's).
 `--jobs N` runs the kernel cases and Lambda's steps in N worker processes (default: the CPUs
 this process may use), each replaying on its share of the CPUs, with the same figures for any
 N (one process: about an hour and a half on two cores).
@@ -569,6 +575,70 @@ def _bert_case(job: tuple[dict, str]) -> dict:
                    step, float(row["steady_step_ms"]) * MS)
 
 
+# --- held-out kernels -------------------------------------------------------------------------
+# NeuSight's test set (benchmarks/measured/neusight_test_gemm.csv, neusight_test_vector.csv):
+# GEMMs and elementwise ops of transformer shapes on the T4 and the L4, measured as its
+# kernel set was (collect.py: 25 calls, the fastest 5) in a campaign of their own, which no
+# coefficient was taken from. The L4 is a card none of the kernel coefficients came from.
+HELD_OUT: dict[str, tuple[str, Callable[[dict], Trace]]] = {
+    "gemm": ("neusight_test_gemm.csv", gemm_trace),
+    "vector": ("neusight_test_vector.csv", vector_trace),
+}
+
+
+def _held_out_case(job: tuple[str, dict, str, dict]) -> dict:
+    kind, row, fidelity, clocks = job
+    hw = _card(row["hardware"])
+    if row["hardware"] in clocks:
+        hw = dataclasses.replace(hw, sustained_clock_mhz=clocks[row["hardware"]])
+    predicted = _forward_s(HELD_OUT[kind][1](row), hw, fidelity, _KERNEL_MEMO)
+    case = " ".join(f"{k}={v}" for k, v in row.items() if k not in ("hardware", "latency_ms"))
+    return _result(f"{row['hardware']} {case}", predicted, float(row["latency_ms"]) * MS) \
+        | {"class": f"{row['hardware']} {kind}"}
+
+
+def held_out_rows(sample: int, fidelity: str, jobs: int = 1,
+                  clocks: dict[str, float] | None = None) -> list[dict]:
+    """Every held-out kernel, or a seeded `sample` of each card's class; `clocks`: a sustained
+    clock (MHz) to run a card at in place of its file's, a what-if."""
+    jobs_: list[tuple[str, dict, str, dict]] = []
+    for kind, (file, _) in HELD_OUT.items():
+        rows = read_rows(file)
+        for card in dict.fromkeys(r["hardware"] for r in rows):
+            mine = [r for r in rows if r["hardware"] == card]
+            if sample and sample < len(mine):
+                mine = random.Random(f"{SEED}-held-out-{card}-{kind}").sample(mine, sample)
+            jobs_ += [(kind, r, fidelity, clocks or {}) for r in mine]
+    return _map(_held_out_case, jobs_, jobs)
+
+
+def _flops_dims(row: dict) -> np.ndarray:
+    return np.array([int(row[c]) for c in ("batch", "m", "n", "k")], dtype=float)
+
+
+def t4_campaign_ratio(within: float = 0.12, min_ms: float = 1.0) -> dict:
+    """How the T4 of the held-out set ran against the T4 of the kernel set: for each held-out
+    GEMM of `min_ms` or more, the kernel set's GEMMs of the same op with every dimension within
+    `within` of it, the ratio of their times per FLOP (held-out over kernel set). Like shapes
+    run the same kernels, so the ratio is the two campaigns' clocks."""
+    shown = read_rows(KERNELS["gemm"][0])
+    dims = {op: np.array([_flops_dims(r) for r in shown if r["op"] == op]) for op in
+            ("linear", "bmm")}
+    per_flop = {op: np.array([float(r["latency_ms"]) / np.prod(_flops_dims(r))
+                              for r in shown if r["op"] == op]) for op in ("linear", "bmm")}
+    ratios = []
+    for r in read_rows(HELD_OUT["gemm"][0]):
+        if r["hardware"] != "t4" or float(r["latency_ms"]) < min_ms:
+            continue
+        d = _flops_dims(r)
+        like = np.all(np.abs(dims[r["op"]] / d - 1) <= within, axis=1)
+        mine = float(r["latency_ms"]) / np.prod(d)
+        ratios += [mine / t for t in per_flop[r["op"]][like]]
+    return {"pairs": len(ratios), "median": float(np.median(ratios)) if ratios else None,
+            "p10": float(np.quantile(ratios, 0.1)) if ratios else None,
+            "p90": float(np.quantile(ratios, 0.9)) if ratios else None}
+
+
 # --- summary ----------------------------------------------------------------------------------
 def _result(case: str, predicted_s: float, measured_s: float) -> dict:
     return {"case": case, "predicted_ms": predicted_s / MS, "measured_ms": measured_s / MS,
@@ -591,9 +661,11 @@ STEP_PARTS = ("end_to_end", "bert_squad", "inference", "operators",  # a row per
               "t4_operators", "row_kernels")
 
 
-def run(sample: int, fidelity: str, only: str | None, jobs: int = 1) -> dict:
+def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
+        held_out_clocks: dict[str, float] | None = None) -> dict:
     """The parts asked for (`only`; None: all), kernel classes whole or a seeded `sample`,
-    in `jobs` worker processes where cases stand alone."""
+    in `jobs` worker processes where cases stand alone; `held_out_clocks`: the held-out
+    kernels' cards at other sustained clocks (MHz), a what-if."""
     doc: dict = {"fidelity": fidelity, "sample_per_kernel_class": sample}
     if only in (None, "kernels"):
         doc["kernels"] = {kind: summary(kernel_rows(kind, sample, fidelity, jobs))
@@ -612,6 +684,10 @@ def run(sample: int, fidelity: str, only: str | None, jobs: int = 1) -> dict:
     if only in (None, "row_kernels"):
         rows = row_kernel_rows(fidelity)
         doc["row_kernels"] = summary(rows) | {"by_class": by_class(rows)}
+    if only in (None, "held_out_kernels"):
+        rows = held_out_rows(sample, fidelity, jobs, held_out_clocks)
+        doc["held_out_kernels"] = summary(rows) | {"by_class": by_class(rows),
+                                                   "t4_campaign_ratio": t4_campaign_ratio()}
     return doc
 
 
@@ -629,11 +705,21 @@ def main() -> int:
                     help="worker processes for the kernel cases and Lambda's steps "
                          "(default: the CPUs this process may use)")
     ap.add_argument("--fidelity", default="sampled", choices=("analytic", "sampled", "cycle"))
-    ap.add_argument("--only", choices=("kernels", *STEP_PARTS))
+    ap.add_argument("--only", choices=("kernels", *STEP_PARTS, "held_out_kernels"))
+    ap.add_argument("--held-out-clock", action="append", default=[], metavar="CARD=MHZ",
+                    help="run a held-out kernel card at this sustained clock, a what-if "
+                         "(e.g. t4=1125: the clock like shapes give the test set's T4)")
     ap.add_argument("--json", action="store_true", help="print the JSON document")
     args = ap.parse_args()
+    try:
+        clocks = {c: float(mhz) for c, mhz in (a.split("=", 1) for a in args.held_out_clock)}
+    except ValueError:
+        ap.error("--held-out-clock takes CARD=MHZ, e.g. t4=1125")
+    if not set(clocks) <= {"t4", "l4"} or any(mhz <= 0 for mhz in clocks.values()):
+        ap.error(f"--held-out-clock: the held-out cards are t4 and l4, at a clock above 0 MHz "
+                 f"(got {args.held_out_clock})")
     t0 = time.perf_counter()
-    doc = run(args.sample, args.fidelity, args.only, max(1, args.jobs))
+    doc = run(args.sample, args.fidelity, args.only, max(1, args.jobs), clocks)
     if args.json:
         json.dump(doc, sys.stdout, indent=1)
         print()
@@ -655,6 +741,14 @@ def main() -> int:
             print(_line(part, doc[part]))
             for c, s in doc[part].get("by_class", {}).items():
                 print(_line(f"  {c}", s))
+    if "held_out_kernels" in doc:  # by card and class alone: their mix means nothing
+        print("held-out kernels (NeuSight's test set):")
+        for c, s in doc["held_out_kernels"]["by_class"].items():
+            print(_line(f"  {c}", s))
+        r = doc["held_out_kernels"]["t4_campaign_ratio"]
+        print(f"  held-out T4 GEMMs of 1 ms and more against the kernel set's of like shape "
+              f"(every dimension within 12 %): {r['median']:.2f} of the time per FLOP at the "
+              f"median (p10 {r['p10']:.2f}, p90 {r['p90']:.2f}; {r['pairs']} pairs)")
     print(f"({time.perf_counter() - t0:.0f} s)")
     return 0
 
