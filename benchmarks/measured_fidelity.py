@@ -32,7 +32,7 @@ rows; `held_out_kernels` also `t4_campaign_ratio`: its T4 GEMMs' time per FLOP a
 kernel set's of like shape).
 
 Every case by default: about 55 minutes on two cores, 28 of them the kernel classes' 51,524
-rows, 9 the held-out kernels' 7,480. `--sample N` takes a seeded random N of each kernel
+rows, 10 the held-out kernels' 7,480. `--sample N` takes a seeded random N of each kernel
 class instead, and of each held-out card's class, for a quick look (300: about two minutes; a
 sample's median strays a point or two from the whole class's).
 `--jobs N` runs the kernel cases and Lambda's steps in N worker processes (default: the CPUs
