@@ -612,7 +612,8 @@ def held_out_rows(sample: int, fidelity: str, jobs: int = 1,
     return _map(_held_out_case, jobs_, jobs)
 
 
-def _flops_dims(row: dict) -> np.ndarray:
+def _dims(row: dict) -> np.ndarray:
+    """A GEMM row's batch, m, n and k."""
     return np.array([int(row[c]) for c in ("batch", "m", "n", "k")], dtype=float)
 
 
@@ -622,15 +623,15 @@ def t4_campaign_ratio(within: float = 0.12, min_ms: float = 1.0) -> dict:
     `within` of it, the ratio of their times per FLOP (held-out over kernel set). Like shapes
     run the same kernels, so the ratio is the two campaigns' clocks."""
     shown = read_rows(KERNELS["gemm"][0])
-    dims = {op: np.array([_flops_dims(r) for r in shown if r["op"] == op]) for op in
+    dims = {op: np.array([_dims(r) for r in shown if r["op"] == op]) for op in
             ("linear", "bmm")}
-    per_flop = {op: np.array([float(r["latency_ms"]) / np.prod(_flops_dims(r))
+    per_flop = {op: np.array([float(r["latency_ms"]) / np.prod(_dims(r))
                               for r in shown if r["op"] == op]) for op in ("linear", "bmm")}
     ratios = []
     for r in read_rows(HELD_OUT["gemm"][0]):
         if r["hardware"] != "t4" or float(r["latency_ms"]) < min_ms:
             continue
-        d = _flops_dims(r)
+        d = _dims(r)
         like = np.all(np.abs(dims[r["op"]] / d - 1) <= within, axis=1)
         mine = float(r["latency_ms"]) / np.prod(d)
         ratios += [mine / t for t in per_flop[r["op"]][like]]
@@ -702,8 +703,8 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=0,
                     help="kernel cases per class, a seeded sample (default 0: every case)")
     ap.add_argument("--jobs", type=int, default=usable_cpus(),
-                    help="worker processes for the kernel cases and Lambda's steps "
-                         "(default: the CPUs this process may use)")
+                    help="worker processes for the kernel cases (held-out ones too) and "
+                         "Lambda's steps (default: the CPUs this process may use)")
     ap.add_argument("--fidelity", default="sampled", choices=("analytic", "sampled", "cycle"))
     ap.add_argument("--only", choices=("kernels", *STEP_PARTS, "held_out_kernels"))
     ap.add_argument("--held-out-clock", action="append", default=[], metavar="CARD=MHZ",
