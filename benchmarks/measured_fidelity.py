@@ -187,11 +187,16 @@ def read_rows(file: str) -> list[dict]:
 _KERNEL_MEMO: dict = {}
 
 
+def _lone_kernel(trace: Trace, hw: Hardware, card: str, row: dict, fidelity: str) -> dict:
+    """A measured row's one-kernel step on `hw`, named `card` and the row's other columns."""
+    predicted = _forward_s(trace, hw, fidelity, _KERNEL_MEMO)
+    case = " ".join(f"{k}={v}" for k, v in row.items() if k not in ("hardware", "latency_ms"))
+    return _result(f"{card} {case}", predicted, float(row["latency_ms"]) * MS)
+
+
 def _kernel_case(job: tuple[str, dict, str]) -> dict:
     kind, row, fidelity = job
-    predicted = _forward_s(KERNELS[kind][1](row), _card("t4"), fidelity, _KERNEL_MEMO)
-    case = " ".join(f"{k}={v}" for k, v in row.items() if k != "latency_ms")
-    return _result(f"t4 {case}", predicted, float(row["latency_ms"]) * MS)
+    return _lone_kernel(KERNELS[kind][1](row), _card("t4"), "t4", row, fidelity)
 
 
 def kernel_rows(kind: str, sample: int, fidelity: str, jobs: int = 1) -> list[dict]:
@@ -588,13 +593,12 @@ HELD_OUT: dict[str, tuple[str, Callable[[dict], Trace]]] = {
 
 def _held_out_case(job: tuple[str, dict, str, dict]) -> dict:
     kind, row, fidelity, clocks = job
-    hw = _card(row["hardware"])
-    if row["hardware"] in clocks:
-        hw = dataclasses.replace(hw, sustained_clock_mhz=clocks[row["hardware"]])
-    predicted = _forward_s(HELD_OUT[kind][1](row), hw, fidelity, _KERNEL_MEMO)
-    case = " ".join(f"{k}={v}" for k, v in row.items() if k not in ("hardware", "latency_ms"))
-    return _result(f"{row['hardware']} {case}", predicted, float(row["latency_ms"]) * MS) \
-        | {"class": f"{row['hardware']} {kind}"}
+    card = row["hardware"]
+    hw = _card(card)
+    if card in clocks:
+        hw = dataclasses.replace(hw, sustained_clock_mhz=clocks[card])
+    return _lone_kernel(HELD_OUT[kind][1](row), hw, card, row, fidelity) \
+        | {"class": f"{card} {kind}"}
 
 
 def held_out_rows(sample: int, fidelity: str, jobs: int = 1,
@@ -625,8 +629,9 @@ def t4_campaign_ratio(within: float = 0.12, min_ms: float = 1.0) -> dict:
     shown = read_rows(KERNELS["gemm"][0])
     dims = {op: np.array([_dims(r) for r in shown if r["op"] == op]) for op in
             ("linear", "bmm")}
-    per_flop = {op: np.array([float(r["latency_ms"]) / np.prod(_dims(r))
-                              for r in shown if r["op"] == op]) for op in ("linear", "bmm")}
+    ms = {op: np.array([float(r["latency_ms"]) for r in shown if r["op"] == op])
+          for op in dims}
+    per_flop = {op: ms[op] / np.prod(dims[op], axis=1) for op in dims}
     ratios = []
     for r in read_rows(HELD_OUT["gemm"][0]):
         if r["hardware"] != "t4" or float(r["latency_ms"]) < min_ms:
@@ -716,9 +721,10 @@ def main() -> int:
         clocks = {c: float(mhz) for c, mhz in (a.split("=", 1) for a in args.held_out_clock)}
     except ValueError:
         ap.error("--held-out-clock takes CARD=MHZ, e.g. t4=1125")
-    if not set(clocks) <= {"t4", "l4"} or any(mhz <= 0 for mhz in clocks.values()):
-        ap.error(f"--held-out-clock: the held-out cards are t4 and l4, at a clock above 0 MHz "
-                 f"(got {args.held_out_clock})")
+    cards = sorted({r["hardware"] for file, _ in HELD_OUT.values() for r in read_rows(file)})
+    if not set(clocks) <= set(cards) or any(mhz <= 0 for mhz in clocks.values()):
+        ap.error(f"--held-out-clock: the held-out cards are {' and '.join(cards)}, at a clock "
+                 f"above 0 MHz (got {args.held_out_clock})")
     t0 = time.perf_counter()
     doc = run(args.sample, args.fidelity, args.only, max(1, args.jobs), clocks)
     if args.json:
