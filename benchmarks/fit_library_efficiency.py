@@ -11,13 +11,19 @@ in under a quarter of its kernel time. Per family, a robust least-squares fit (s
 soft-L1 loss on log time ratios) finds `mainloop`, `k_overhead`, `unaligned` and
 `tile_reuse` of gpu/library.py.
 
+Volta's SIMT family (`simt_volta`): the same fit on the V100 PCIe's FP32 GEMMs of NeuSight's
+profiles (benchmarks/measured/neusight_v100_gemm.csv, `train` rows: torch.bmm and nn.Linear,
+cuBLAS's volta_sgemm_* kernels), at its boost clock, each case less the V100 host's per-op
+floor. It is then checked on the V100's GEMMs of NeuSight's test set (`test` rows: another
+campaign, transformer layers' shapes), beside the H200-fitted `simt` family on the same cases.
+
 Convolutions: with the families fixed, NeuSight's FP32 convolution forwards on a V100 PCIe
-(benchmarks/measured/v100_fp32_conv2d.csv, 3x3 stride 1, the same generator as the T4's)
-fit gpu/library.py's ConvCosts (cuDNN's own per-tile overhead, the Winograd kernels' main
-loops, the share of the DRAM peak their transform kernels reach, a fixed time per kernel)
-the same way, each case the longer of its arithmetic (cuDNN's fastest algorithm:
-gpu/convolution.py) and its operands at the DRAM's peak, the V100 at its boost clock (it
-states no sustained one, and a lone kernel starts cool).
+(benchmarks/measured/v100_fp32_conv2d.csv, 3x3 stride 1, the same generator as the T4's),
+through `simt_volta`, fit gpu/library.py's ConvCosts (cuDNN's own per-tile overhead, the
+Winograd kernels' main loops, the share of the DRAM peak their transform kernels reach, a
+fixed time per kernel) the same way, each case the longer of its arithmetic (cuDNN's
+fastest algorithm: gpu/convolution.py) and its operands at the DRAM's peak, the V100 at its
+boost clock (it states no sustained one, and a lone kernel starts cool).
 
 Response time: with the families fixed, the T4's compute-bound lone GEMMs
 (benchmarks/measured/t4_fp32_gemm.csv, the same selection) are timed from a cool card
@@ -62,6 +68,12 @@ from simulator.workload.trace import DTYPE_BYTES, Unit  # noqa: E402
 MEASURED = Path(__file__).resolve().parent / "measured"
 H200_KERNELS = MEASURED / "h200" / "kernels.csv"
 T4_GEMMS = MEASURED / "t4_fp32_gemm.csv"
+V100_CONVS = MEASURED / "v100_fp32_conv2d.csv"
+V100_GEMMS = MEASURED / "neusight_v100_gemm.csv"
+# NeuSight's V100 host against its T4 host, whose per-op floors the dispatch model carries:
+# the 5th percentile of their lone `add` times (scripts/asplos/data/dataset/train/collect/
+# add/p2.1.0/, 1,750 cases each), 32.2 and 25.9 us
+V100_HOST_SCALE = 32.2 / 25.9
 MATH = {"fp32": ("fp32", "fp32"), "tf32": ("tf32", "fp32"), "fp16": ("fp16", "fp16"),
         "bf16": ("bf16", "bf16")}  # measured dtype -> (math type, storage type)
 FLOOR_MULTIPLE = 2.0     # a case takes at least this many per-op floors ...
@@ -72,10 +84,12 @@ PARAMETERS = (("mainloop", 0.2, 1.0, 0.7), ("k_overhead", 0.0, 1024.0, 64.0),
 LOSS_SCALE = 0.1         # soft-L1: log errors beyond ~10 % count linearly, not squared
 
 
-def gemm_case(hw: Hardware, row: dict, math_dtype: str, dtype: str) -> dict | None:
-    """A lone GEMM whose arithmetic decides its time, with the compute seconds measured."""
+def gemm_case(hw: Hardware, row: dict, math_dtype: str, dtype: str,
+              host_scale: float = 1.0) -> dict | None:
+    """A lone GEMM whose arithmetic decides its time, with the compute seconds measured
+    (`host_scale`: the measuring host's per-op floor against the T4's)."""
     b, m, n, k = (int(row[c]) for c in ("batch", "m", "n", "k"))
-    host_s = DISPATCH_US["matmul"] * 1e-6 + launch_overhead_s(hw)
+    host_s = DISPATCH_US["matmul"] * 1e-6 * host_scale + launch_overhead_s(hw)
     compute_s = float(row["latency_ms"]) * 1e-3 - host_s
     elem = DTYPE_BYTES[dtype]
     memory_s = b * (m * k + k * n + m * n) * elem / hw.peak_bandwidth_Bps
@@ -84,25 +98,42 @@ def gemm_case(hw: Hardware, row: dict, math_dtype: str, dtype: str) -> dict | No
     c = ceiling(hw, Unit.MATRIX, math_dtype)
     shape = GemmShape(b, m, n, k)
     return dict(shape=shape, flops=shape.flops, element_bytes=elem,
-                peak=c.flops_per_s, family=library.family_of(c.key), compute_s=compute_s)
+                peak=c.flops_per_s, family=library.family_of(c.key, hw.chip), compute_s=compute_s)
 
 
 def h200_cases(hw: Hardware) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {f: [] for f in library.FAMILIES}
+    out: dict[str, list[dict]] = {}
     with H200_KERNELS.open(newline="") as f:
         for row in csv.DictReader(f):
             if row["kind"] == "gemm":
                 case = gemm_case(hw, row, *MATH[row["dtype"]])
                 if case:
                     case["peak"] *= clocks(hw).scale  # at the clock it held
-                    out[case["family"]].append(case)
+                    out.setdefault(case["family"], []).append(case)
     return out
+
+
+def v100_cases(hw: Hardware, campaign: str) -> list[dict]:
+    """The V100's FP32 GEMMs of one NeuSight campaign (`train`: the profiles the family is
+    fitted on; `test`: the test set's, held out), at its boost clock (a lone kernel starts
+    cool, and the card states no sustained clock)."""
+    with V100_GEMMS.open(newline="") as f:
+        cases = [gemm_case(hw, row, "fp32", "fp32", V100_HOST_SCALE)
+                 for row in csv.DictReader(f) if row["set"] == campaign]
+    return [c for c in cases if c]
 
 
 def boost_s(case: dict, fam: library.KernelFamily, sms: int) -> float:
     """Seconds of the case's arithmetic at the case's peak."""
     plan, lib = gemm_plan(case["shape"], fam, sms, case["element_bytes"])
     return case["flops"] / (case["peak"] * plan.efficiency * lib)
+
+
+def _held_out(rows: list[dict], fam: library.KernelFamily, sms: int
+              ) -> tuple[float, float, float]:
+    """Median and p90 absolute error and median signed error of `fam` on cases not fitted."""
+    log_ratio = np.log([boost_s(r, fam, sms) / r["compute_s"] for r in rows])
+    return (*_errors(log_ratio), float(np.median(np.expm1(log_ratio))))
 
 
 def _errors(log_ratio: np.ndarray) -> tuple[float, float]:
@@ -125,11 +156,6 @@ def fit_family(rows: list[dict], name: str, sms: int) -> tuple[library.KernelFam
     return (library.KernelFamily(name, *x), *_errors(residuals(np.array(x))))
 
 
-V100_CONVS = MEASURED / "v100_fp32_conv2d.csv"
-# NeuSight's V100 host against its T4 host, whose per-op floors the dispatch model carries:
-# the 5th percentile of their lone `add` times (scripts/asplos/data/dataset/train/collect/
-# add/p2.1.0/, 1,750 cases each), 32.2 and 25.9 us
-V100_HOST_SCALE = 32.2 / 25.9
 CONV_PARAMETERS = (("k_overhead", 0.0, 2048.0, 27.0), ("winograd_fused", 0.1, 1.5, 1.0),
                    ("winograd_nonfused", 0.1, 1.5, 1.0), ("transform_bandwidth", 0.05, 1.0, 0.6),
                    ("kernel_us", 0.0, 200.0, 5.0))
@@ -193,21 +219,31 @@ def main() -> int:
                     help=f"store the families in {library.COEFFICIENTS.name}")
     args = ap.parse_args()
     hw = load_hardware("h200")
-    doc = {"trained_on": "benchmarks/measured/h200/kernels.csv (gemm rows whose arithmetic "
-                         "decides their time)",
+    v100 = load_hardware("v100-pcie-32gb")
+    doc = {"trained_on": {"h200": "benchmarks/measured/h200/kernels.csv (gemm rows whose "
+                                  "arithmetic decides their time)",
+                          "simt_volta": "benchmarks/measured/neusight_v100_gemm.csv (its "
+                                        "train rows, the same selection)"},
            "script": "benchmarks/fit_library_efficiency.py", "families": {}}
-    for name, rows in h200_cases(hw).items():
-        fam, median, p90 = fit_family(rows, name, hw.sm_count)
+    fitted = {}
+    for name, rows, sms in [(n, r, hw.sm_count) for n, r in h200_cases(hw).items()] + \
+            [("simt_volta", v100_cases(v100, "train"), v100.sm_count)]:
+        fam, median, p90 = fit_family(rows, name, sms)
+        fitted[name] = fam
         doc["families"][name] = {p[0]: getattr(fam, p[0]) for p in PARAMETERS} | {
             "cases": len(rows), "median_abs_error": round(median, 4),
             "p90_abs_error": round(p90, 4)}
         print(f"{name:<11} {len(rows):4d} cases  " + "  ".join(
             f"{p[0]} {getattr(fam, p[0]):g}" for p in PARAMETERS) +
             f"  median |err| {median:6.1%}  p90 {p90:6.1%}")
+    held_out = v100_cases(v100, "test")
+    for name in ("simt_volta", "simt"):
+        median, p90, signed = _held_out(held_out, fitted[name], v100.sm_count)
+        print(f"held out: the V100's {len(held_out)} GEMMs of NeuSight's test set through "
+              f"{name:<10}  median |err| {median:6.1%}  p90 {p90:6.1%}  median {signed:+.1%}")
     if args.write:  # the families first: the convolutions' fit runs through them
         library.COEFFICIENTS.write_text(json.dumps(doc, indent=2) + "\n")
         library.families.cache_clear()
-    v100 = load_hardware("v100-pcie-32gb")
     rows = conv_cases(v100)
     costs, median, p90 = fit_conv(rows, v100)
     doc["convolution"] = {p[0]: getattr(costs, p[0]) for p in CONV_PARAMETERS} | {

@@ -234,12 +234,13 @@ def conv_candidates(hw: Hardware, op: Op, clock_scale: float | None = None,
     units = [(c, peak, kernel_family(c.key, hw.chip))]
     if c.key == "tf32_tensor":
         simt = ceiling(hw, Unit.VECTOR, "fp32")
-        units.append((simt, simt.flops_per_s * peak / c.flops_per_s, kernel_family(simt.key)))
+        units.append((simt, simt.flops_per_s * peak / c.flops_per_s,
+                      kernel_family(simt.key, hw.chip)))
     costs = costs or conv_costs()
     shape = gemm_shape(op)
     out = []
     for unit, unit_peak, fam in units:
-        for algo in conv_algorithms(op, shape, fam.name == "simt", costs):
+        for algo in conv_algorithms(op, shape, fam.cuda_cores, costs):
             gemm, tiles = algo.launched
             plan, library = gemm_plan(gemm, algo.family(fam, costs), hw.sm_count,
                                       split_k=algo.split_k, tiles=tiles)

@@ -20,13 +20,27 @@ separate a real kernel from the peak:
   dl-performance-matrix-multiplication) asks for multiples of 16 bytes for this reason.
 
 All are properties of a kernel family, not of a card: `simt` (FP32 FMA on the CUDA cores:
-SGEMM, FP32 implicit-GEMM convolutions), `tensor_tf32` (Hopper's TF32 MMA: 32-bit operands,
-twice the operand bytes per FLOP of 16-bit MMA) and `tensor` (16-bit and 8-bit MMA: FP16,
-BF16, FP8, INT8; and TF32 on Ampere and Ada, `family_of`). They are fitted by
-`benchmarks/fit_library_efficiency.py` on kernel times of one card at a measured clock
-(`benchmarks/measured/h200/kernels.csv`) and written to `library_efficiency.json` beside this
-file; `benchmarks/measured_fidelity.py` checks them on
-GDDR6 cards they were not taken from.
+SGEMM, FP32 implicit-GEMM convolutions), `simt_volta` (the same on Volta, compute capability
+7.0, below), `tensor_tf32` (Hopper's TF32 MMA: 32-bit operands, twice the operand bytes per
+FLOP of 16-bit MMA) and `tensor` (16-bit and 8-bit MMA: FP16, BF16, FP8, INT8; and TF32 on
+Ampere and Ada, `family_of`). `benchmarks/fit_library_efficiency.py` fits them on kernel times
+of one card at a known clock (`simt`, `tensor_tf32`, `tensor`: the H200's,
+`benchmarks/measured/h200/kernels.csv`; `simt_volta`: the V100's GEMMs from NeuSight's
+profiles, `benchmarks/measured/neusight_v100_gemm.csv`) and writes them to
+`library_efficiency.json` beside this file; it checks `simt_volta` on the V100's GEMMs of
+another campaign, and `benchmarks/measured_fidelity.py` checks the rest on GDDR6 cards they
+were not taken from.
+
+Volta has a SIMT family of its own because its SGEMM main loop runs nearer the peak: at its
+boost clock the V100's cuBLAS kernels (`volta_sgemm_*`) reach 0.93 of it where the H200's
+reach 0.73, and the H200's family times the V100's GEMMs about a third too slow. A likely
+reason: Volta's SM has 16 FP32 lanes per scheduler, so an FMA instruction issues every other
+cycle and the cycles between are free for the main loop's shared-memory loads; where a
+scheduler has 32 lanes (Ampere GA10x, Ada, Hopper) each of those loads takes an FMA's slot.
+Turing's SM is Volta's in this, and the T4 runs the same `volta_sgemm_*` kernels, yet its
+GEMMs, at the clock its file states, run at the H200 family's share
+(benchmarks/measured_fidelity.py): Turing keeps `simt` until a Turing card's clock under
+SGEMM load is measured apart from its kernels' share.
 """
 
 from __future__ import annotations
@@ -39,7 +53,8 @@ from pathlib import Path
 from simulator.gpu.occupancy import chip_limits
 
 COEFFICIENTS = Path(__file__).with_name("library_efficiency.json")
-FAMILIES = ("simt", "tensor_tf32", "tensor")
+FAMILIES = ("simt", "simt_volta", "tensor_tf32", "tensor")
+SIMT_FAMILIES = ("simt", "simt_volta")  # FMA on the CUDA cores
 ALIGNMENT_BYTES = 16
 # Output tiles (M x N) of one thread block the GEMM libraries choose among, largest first; the
 # library picks the one that finishes first. cuBLAS also has narrower ones (128x32, 32x32),
@@ -66,6 +81,11 @@ class KernelFamily:
     k_overhead: float    # per-tile time outside the main loop, in K elements of main loop
     unaligned: float = 1.0  # main-loop factor when K or N rows are not 16-byte multiples
     tile_reuse: float = 0.0  # exponent of a smaller tile's main-loop loss (0: none)
+
+    @property
+    def cuda_cores(self) -> bool:
+        """FMA on the CUDA cores (FP32 kernels, where cuDNN's Winograd algorithms apply)."""
+        return self.name in SIMT_FAMILIES
 
     def k_efficiency(self, k: float) -> float:
         return k / (k + self.k_overhead) if k > 0 else 1.0
@@ -95,14 +115,22 @@ def family_of(ceiling_key: str, chip: str | None = None) -> str:
     8 % under the 16-bit family, 1.36-1.51 under the Hopper one)."""
     if ceiling_key == "tf32_tensor":
         return "tensor" if warp_mma_tf32(chip) else "tensor_tf32"
-    return "tensor" if ceiling_key.endswith("_tensor") else "simt"
+    if ceiling_key.endswith("_tensor"):
+        return "tensor"
+    return "simt_volta" if _capability(chip) == "7.0" else "simt"
+
+
+def _capability(chip: str | None) -> str | None:
+    """The chip's compute capability; None for a chip not known."""
+    limits = chip_limits(chip) if chip else None
+    return limits[0] if limits else None
 
 
 def warp_mma_tf32(chip: str | None) -> bool:
     """Whether the chip runs TF32 as warp-level MMA (mma.sync, compute capability 8.x) rather
     than Hopper's warpgroup MMA; False for a chip not known."""
-    limits = chip_limits(chip) if chip else None
-    return limits is not None and limits[0].startswith("8.")
+    capability = _capability(chip)
+    return capability is not None and capability.startswith("8.")
 
 
 @cache
