@@ -112,7 +112,8 @@ def family_of(ceiling_key: str, chip: str | None = None) -> str:
     MMA issues at half the 16-bit rate with operands twice as wide, the same operand bytes per
     cycle, and cuBLAS's TF32 kernels reach the share of their peak its 16-bit ones reach
     (benchmarks/derive_sustained_clock.py: TF32 over FP16 on the L4, A40 and RTX A4000 within
-    8 % under the 16-bit family, 1.36-1.51 under the Hopper one)."""
+    8 % under the 16-bit family, 1.36-1.51 under the Hopper one). FMA on Volta (compute
+    capability 7.0) runs `simt_volta` (the module docstring)."""
     if ceiling_key == "tf32_tensor":
         return "tensor" if warp_mma_tf32(chip) else "tensor_tf32"
     if ceiling_key.endswith("_tensor"):
