@@ -192,9 +192,8 @@ def fit_conv(rows: list[dict], hw: Hardware) -> tuple[library.ConvCosts, float, 
 def t4_cases(hw: Hardware) -> list[dict]:
     with T4_GEMMS.open(newline="") as f:
         cases = [gemm_case(hw, row, "fp32", "fp32") for row in csv.DictReader(f)]
-    fam = library.families()["simt"]
-    return [dict(boost_s=boost_s(c, fam, hw.sm_count), compute_s=c["compute_s"])
-            for c in cases if c]
+    return [dict(boost_s=boost_s(c, library.families()[c["family"]], hw.sm_count),
+                 compute_s=c["compute_s"]) for c in cases if c]
 
 
 def fit_response(rows: list[dict], clk) -> tuple[float, float, float]:
@@ -225,9 +224,10 @@ def main() -> int:
                           "simt_volta": "benchmarks/measured/neusight_v100_gemm.csv (its "
                                         "train rows, the same selection)"},
            "script": "benchmarks/fit_library_efficiency.py", "families": {}}
+    training = {name: (rows, hw.sm_count) for name, rows in h200_cases(hw).items()}
+    training["simt_volta"] = (v100_cases(v100, "train"), v100.sm_count)
     fitted = {}
-    for name, rows, sms in [(n, r, hw.sm_count) for n, r in h200_cases(hw).items()] + \
-            [("simt_volta", v100_cases(v100, "train"), v100.sm_count)]:
+    for name, (rows, sms) in training.items():
         fam, median, p90 = fit_family(rows, name, sms)
         fitted[name] = fam
         doc["families"][name] = {p[0]: getattr(fam, p[0]) for p in PARAMETERS} | {
