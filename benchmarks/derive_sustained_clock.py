@@ -26,6 +26,15 @@ RTX's 130 TFLOPS count FP16 accumulation; at that rate its FP16 runs give 0.53, 
 rate GeForce Turing runs FP32 accumulation at (what PyTorch's FP16 GEMMs use) 1.05, and its
 short, still-cool runs reach the share of that half rate the RTX 2080 Ti's reach of theirs.
 
+Where a card has no runs of its own published, its file takes the median share of the measured
+cards of its product line (`SIBLINGS`): NVIDIA's RTX A-series workstation boards (GA10x, one
+blower, clocks rated the same way) hold 0.83-0.90 of boost at 70-300 W and 26-84 SMs, and each
+of the three lies within 9 % of the other two's median (printed as a check). The RTX A4500,
+A5000 and A5500, 200-230 W on 56-80 SMs (1.73-2.16 W per SM-GHz of boost, the siblings'
+1.87-2.24), state that median. GeForce boards are not given one: they boost above
+their rated clock (the RTX 2080 Ti's runs need 1.24 of it), and neither are data-centre boards
+of another cooling and power class (the A10: 150 W on 72 SMs, 1.2 W per SM-GHz).
+
 Where only a sweep's best figure is published (benchmarks/measured/torch_mm_peaks.csv: three
 Tesla T4s), the size is unknown, but no size runs above the card's rate at its highest clock:
 the T4's FP16 products (FP32 accumulation) reach 41.9-42.7 TFLOP/s where half the
@@ -36,6 +45,7 @@ accumulation at full rate, as the Quadro RTX datasheets state for theirs.
 from __future__ import annotations
 
 import csv
+import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -55,6 +65,9 @@ PEAKS = Path(__file__).resolve().parent / "measured" / "torch_mm_peaks.csv"
 PEAK_KEYS = {"fp32": "fp32", "fp16": "fp16_tensor"}  # dtype -> the hardware file's peak
 LONGEST = 2  # a sweep's largest sizes whose FP32 runs give the sustained clock
 LARGEST = (8192, 10240)  # the sizes whose runs of every type load the card for a second or so
+# cards without published runs -> the measured cards of their product line (module docstring)
+RTX_A_MEASURED = ("rtx-a2000", "rtx-a4000", "rtx-a6000")
+SIBLINGS = {card: RTX_A_MEASURED for card in ("rtx-a4500", "rtx-a5000", "rtx-a5500")}
 
 
 def boost_share(row: dict) -> tuple[float, float]:
@@ -94,6 +107,20 @@ def derive(measured: list[tuple[dict, float, float]]) -> dict[str, float]:
     return {card: sum(s) / len(s) for card, s in long_runs.items()}
 
 
+def sibling_shares(derived: dict[str, float]) -> dict[str, float]:
+    """Per card without runs of its own, the median derived share of its product line's
+    measured cards (SIBLINGS)."""
+    return {card: statistics.median(derived[s] for s in line) for card, line in SIBLINGS.items()}
+
+
+def left_out_errors(derived: dict[str, float]) -> dict[str, float]:
+    """Each measured sibling's derived share against the median of the others': how far the
+    product line's median would have put its clock."""
+    line = sorted({s for sibs in SIBLINGS.values() for s in sibs})
+    return {card: statistics.median(derived[s] for s in line if s != card) / derived[card] - 1
+            for card in line}
+
+
 def main() -> int:
     measured = measured_runs()
     print(f"{'card':<10} {'dtype':<5} {'size':>6} {'TFLOP/s':>8} {'busy s':>7} "
@@ -103,12 +130,23 @@ def main() -> int:
               f"{busy_s:>7.2f} {share:>21.3f}")
     print(f"\nsustained clock (mean share of the FP32 runs of each sweep's {LONGEST} largest "
           "sizes, times the boost clock):")
-    for card, share in derive(measured).items():
+    derived = derive(measured)
+    for card, share in derived.items():
         hw = load_hardware(card)
         boost = hw.boost_clock_mhz
-        derived = f"{share * boost:.0f} MHz of {boost:.0f}" if boost else "boost not stated"
+        clock = f"{share * boost:.0f} MHz of {boost:.0f}" if boost else "boost not stated"
         stated = f"{hw.sustained_clock_mhz:.0f} MHz" if hw.sustained_clock_mhz else "none"
-        print(f"  {card:<10} share {share:.3f}  {derived}  (file states {stated})")
+        print(f"  {card:<10} share {share:.3f}  {clock}  (file states {stated})")
+    print("\ncards without runs of their own: the median share of their product line's "
+          "measured cards (" + ", ".join(RTX_A_MEASURED) + ")")
+    for card, share in sibling_shares(derived).items():
+        hw = load_hardware(card)
+        boost = hw.boost_clock_mhz
+        stated = f"{hw.sustained_clock_mhz:.0f} MHz" if hw.sustained_clock_mhz else "none"
+        print(f"  {card:<10} share {share:.3f}  {share * boost:.0f} MHz of {boost:.0f}  "
+              f"(file states {stated})")
+    print("  each measured one against the others' median: " + "  ".join(
+        f"{card} {error:+.1%}" for card, error in left_out_errors(derived).items()))
     sizes = " and ".join(str(n) for n in LARGEST)
     print(f"\neach kernel family against the FP32 one (mean share of the runs of {sizes} "
           "squared over the FP32 runs' of the same sizes): 1.0 where the family's fitted "

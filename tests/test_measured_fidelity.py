@@ -287,6 +287,23 @@ def test_a_derived_sustained_clock_is_what_its_source_gives(derive, mm_runs, car
     assert share[0] < shares[card] < share[1]
 
 
+def test_a_card_without_runs_of_its_own_states_its_product_lines_median_clock(derive, mm_runs):
+    """The RTX A4500, A5000 and A5500 have no published torch.mm runs: their files state the
+    median share of boost their measured RTX A-series siblings hold (A2000, A4000, A6000), a
+    prior that puts each sibling within 9 % of the clock its own runs give (the A4000 +8.9 %);
+    GeForce and data-centre boards, which boost or budget power otherwise, get none."""
+    derived = derive.derive(mm_runs)
+    shares = derive.sibling_shares(derived)
+    assert set(shares) == {"rtx-a4500", "rtx-a5000", "rtx-a5500"}
+    for card, share in shares.items():
+        hw = load_hardware(card)
+        assert hw.sustained_clock_mhz == pytest.approx(share * hw.boost_clock_mhz, rel=0.01)
+        assert 0.85 < share < 0.93
+    assert all(abs(e) < 0.10 for e in derive.left_out_errors(derived).values())
+    for card in ("a10", "rtx-3070", "titan-rtx", "quadro-rtx-6000"):
+        assert load_hardware(card).sustained_clock_mhz is None, card
+
+
 def test_the_fp16_family_holds_at_the_clock_the_fp32_runs_give(derive, mm_runs):
     """The published torch.mm runs of the L4, A40, RTX A4000 and A2000, Titan RTX and two RTX
     2080 Ti: the 16-bit tensor-core family (fitted on the H200) reaches on each the share of
