@@ -27,9 +27,9 @@ rate GeForce Turing runs FP32 accumulation at (what PyTorch's FP16 GEMMs use) 1.
 short, still-cool runs reach the share of that half rate the RTX 2080 Ti's reach of theirs.
 
 Where a card has no runs of its own published, its file takes the median share of the measured
-cards of its product line (`SIBLINGS`): NVIDIA's RTX A-series workstation boards (GA10x, one
-blower, clocks rated the same way) hold 0.83-0.90 of boost at 70-300 W and 26-84 SMs, and each
-of the three lies within 9 % of the other two's median (printed as a check). The RTX A4500,
+cards of its product line (`SIBLINGS`): NVIDIA's RTX A-series workstation boards (GA10x,
+blower-cooled, clocks rated the same way) hold 0.83-0.90 of boost at 70-300 W and 26-84 SMs,
+and each of the three lies within 9 % of the other two's median (printed as a check). The RTX A4500,
 A5000 and A5500, 200-230 W on 56-80 SMs (1.73-2.16 W per SM-GHz of boost, the siblings'
 1.87-2.24), state that median. GeForce boards are not given one: they boost above
 their rated clock (the RTX 2080 Ti's runs need 1.24 of it), and neither are data-centre boards
@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, the fit
 
 from fit_library_efficiency import MATH  # noqa: E402  (measured dtype -> math, storage)
 
-from simulator.config.hardware import load_hardware  # noqa: E402
+from simulator.config.hardware import Hardware, load_hardware  # noqa: E402
 from simulator.gpu import library  # noqa: E402
 from simulator.gpu.compute import GemmShape, ceiling, gemm_plan  # noqa: E402
 from simulator.workload.trace import DTYPE_BYTES, Unit  # noqa: E402
@@ -121,6 +121,10 @@ def left_out_errors(derived: dict[str, float]) -> dict[str, float]:
             for card in line}
 
 
+def _stated(hw: Hardware) -> str:
+    return f"{hw.sustained_clock_mhz:.0f} MHz" if hw.sustained_clock_mhz else "none"
+
+
 def main() -> int:
     measured = measured_runs()
     print(f"{'card':<10} {'dtype':<5} {'size':>6} {'TFLOP/s':>8} {'busy s':>7} "
@@ -135,16 +139,14 @@ def main() -> int:
         hw = load_hardware(card)
         boost = hw.boost_clock_mhz
         clock = f"{share * boost:.0f} MHz of {boost:.0f}" if boost else "boost not stated"
-        stated = f"{hw.sustained_clock_mhz:.0f} MHz" if hw.sustained_clock_mhz else "none"
-        print(f"  {card:<10} share {share:.3f}  {clock}  (file states {stated})")
+        print(f"  {card:<10} share {share:.3f}  {clock}  (file states {_stated(hw)})")
     print("\ncards without runs of their own: the median share of their product line's "
           "measured cards (" + ", ".join(RTX_A_MEASURED) + ")")
     for card, share in sibling_shares(derived).items():
         hw = load_hardware(card)
         boost = hw.boost_clock_mhz
-        stated = f"{hw.sustained_clock_mhz:.0f} MHz" if hw.sustained_clock_mhz else "none"
         print(f"  {card:<10} share {share:.3f}  {share * boost:.0f} MHz of {boost:.0f}  "
-              f"(file states {stated})")
+              f"(file states {_stated(hw)})")
     print("  each measured one against the others' median: " + "  ".join(
         f"{card} {error:+.1%}" for card, error in left_out_errors(derived).items()))
     sizes = " and ".join(str(n) for n in LARGEST)
