@@ -116,9 +116,8 @@ def sibling_shares(derived: dict[str, float]) -> dict[str, float]:
 def left_out_errors(derived: dict[str, float]) -> dict[str, float]:
     """Each measured sibling's derived share against the median of the others': how far the
     product line's median would have put its clock."""
-    line = sorted({s for sibs in SIBLINGS.values() for s in sibs})
     return {card: statistics.median(derived[s] for s in line if s != card) / derived[card] - 1
-            for card in line}
+            for line in set(SIBLINGS.values()) for card in line}
 
 
 def _stated(hw: Hardware) -> str:
