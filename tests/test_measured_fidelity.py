@@ -45,11 +45,12 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
         for r in part["rows"]:
             assert r["error"] == pytest.approx(r["predicted_ms"] / r["measured_ms"] - 1)
     assert doc["kernels"]["gemm"]["cases"] == 5
-    # 14 cards' ResNet-50 (fp32 and AMP, the A40's AMP missing; two dates on two cards) and
-    # three L4 steps' two phases each
-    assert doc["end_to_end"]["cases"] == 37
-    # BERT-large and BERT-base SQuAD, fp32 and AMP, on the sixteen systems of the ResNet-50 file
-    assert doc["bert_squad"]["cases"] == 64
+    # 14 cards' ResNet-50 (fp32 and AMP, the A40's AMP missing; the RTX A6000 on three systems,
+    # the Quadro RTX 8000 on two) and three L4 steps' two phases each
+    assert doc["end_to_end"]["cases"] == 39
+    # BERT-large and BERT-base SQuAD, fp32 and AMP, on the seventeen systems of the ResNet-50
+    # file and Lambda's cloud Quadro RTX 6000
+    assert doc["bert_squad"]["cases"] == 72
     # BERT-large and GPT-2 large forwards, two batches each, on the T4 and the L4; NeuSight's
     # GPT-3 XL and 2.7B configurations on the L4; OPT-1.3B on both
     assert doc["inference"]["cases"] == 12
