@@ -272,6 +272,12 @@ def test_the_host_waits_where_the_step_reads_a_result():
     clip = dataclasses.replace(cnn_spec, grad_clip=GradClipSpec(max_norm=1.0),
                                execution=Execution(clip_coef_on_host=True))
     assert _waits(clip) == ["grad_clip.coef_lt.item"]
+    # PyTorch 1.9: `if total_norm.isnan() or total_norm.isinf()` first, two more waits a call
+    torch_1_9 = dataclasses.replace(bert_adam, execution=Execution(
+        clip_coef_on_host=True, clip_nonfinite_on_host=True))
+    waits = _waits(torch_1_9)
+    assert len(waits) == 3 * n
+    assert [w.rsplit(".", 2)[-2] for w in waits[:3]] == ["isnan", "isinf", "coef_lt"]
 
 
 def test_master_weights_step_fp32_copies_of_fp16_parameters():

@@ -28,6 +28,9 @@ class Execution:
     weight_quantization: str | None = None  # int8: frozen int8 matmul weights, dequantized
     # clip_grad_norm_ branches on its coefficient on the host (PyTorch before 1.10)
     clip_coef_on_host: bool = False
+    # clip_grad_norm_ also tests its norm for NaN and infinity on the host (PyTorch 1.9 and
+    # the 1.10 pre-releases before pytorch/pytorch pull 61042)
+    clip_nonfinite_on_host: bool = False
     # the values the kernels compute on: random (training's), or zeros (a benchmark fed
     # torch.zeros), on which a power-capped card holds a higher clock (gpu/clocks.py)
     operand_values: str = "random"

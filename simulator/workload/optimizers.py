@@ -202,7 +202,9 @@ def clip_grad_norm(b: TraceBuilder, grads: list[Tensor], implementation: str,
     (max_norm over it plus 1e-6, clamped to 1: four scalar kernels), every gradient scaled by
     it. foreach: the norms and the scaling are one multi-tensor kernel each; for_loop: one per
     gradient. PyTorch before 1.10 branches on `clip_coef < 1` instead of clamping
-    (`execution.clip_coef_on_host`): the host waits for the GPU at every call. apex: NVIDIA's
+    (`execution.clip_coef_on_host`): the host waits for the GPU at every call; PyTorch 1.9 also
+    tests the norm for NaN and infinity there first (`execution.clip_nonfinite_on_host`: two
+    more waits; pytorch/pytorch issue 60691). apex: NVIDIA's
     GradientClipper (DeepLearningExamples' BERT): apex's multi-tensor L2 norm, read on the
     host (`.item()`), then a multi-tensor scale."""
     n = len(grads)
@@ -222,6 +224,11 @@ def clip_grad_norm(b: TraceBuilder, grads: list[Tensor], implementation: str,
     b.op(f"{prefix}.stack", "copy", [norms], [stacked])
     total = b.temporary(f"{prefix}.total_norm", (), "fp32")
     b.op(f"{prefix}.total_norm", "reduction", [stacked], [total])
+    if b.execution.clip_nonfinite_on_host:  # `if total_norm.isnan() or total_norm.isinf()`
+        for check in ("isnan", "isinf"):
+            flag = b.temporary(f"{prefix}.{check}", (), "bool")
+            b.op(f"{prefix}.{check}", "elementwise", [total], [flag])
+            host_read(b, flag, f"{prefix}.{check}")
     coef = b.temporary(f"{prefix}.coef", (), "fp32")
     # max_norm / (total + 1e-6): a float over a tensor is its reciprocal times the float
     # (Tensor.__rtruediv__); then clamp(max=1)
