@@ -542,10 +542,22 @@ BERT_SQUAD = {
                                             "d_ff": 3072, "head": "question_answering"},
 }
 SQUAD_SEQ_LEN = 384
-# Lambda's runs before this date (none between July 2021 and 2022) used NGC containers of
-# PyTorch before 1.10 (pytorch:20.01 and later, the examples they shipped), whose
-# clip_grad_norm_ reads its coefficient on the host; the 2022 and 2023 runs, later containers
-TORCH_1_10_CONTAINERS = "2022-01-01"
+# clip_grad_norm_ (which BertAdam calls per parameter) as each run's PyTorch ran it, by the
+# build its system's sys_pytorch.txt records (the file's `pytorch` column): (the coefficient
+# read on the host, the norm tested for NaN and infinity on the host). PyTorch read
+# `clip_coef < 1` on the host until pytorch/pytorch pull 61042 (opened 2021-06-30), and from
+# pull 55169 (April 2021) tested `total_norm.isnan() or total_norm.isinf()` there too (issue
+# 60691). NGC containers carry a master commit weeks older than their release: 21.03's
+# 1.9.0a0+df837d0 ships torchvision 0.9.0a0 (before pull 53843, which began the test, on
+# 2021-03-11); 21.07's 1.10.0a0+ecc3718 is taken to predate pull 61042 (inferred, not read:
+# docs/validation.md).
+CLIP_ON_HOST = {
+    "1.4.0a0+a5b4d78": (True, False),    # NGC 20.01
+    "1.7.0a0+7036e91": (True, False),
+    "1.9.0a0+df837d0": (True, False),    # NGC 21.03
+    "1.10.0a0+ecc3718": (True, True),    # NGC 21.07 (build 25165078)
+    "1.13.0a0+d0d6b1f": (False, False),  # clamped on the GPU, no test
+}
 
 
 def lambda_bert_rows(fidelity: str, keep: Callable[[dict], bool] | None = None,
@@ -571,8 +583,9 @@ def _bert_case(job: tuple[dict, str]) -> dict:
                         "grad_clip": {"max_norm": 1.0, "implementation": "apex"},
                         "master_weights": amp,
                         "execution": {"attention": "eager", "allow_tf32_matmul": True,
-                                      "clip_coef_on_host":
-                                          row["run_date"] < TORCH_1_10_CONTAINERS}}}
+                                      "clip_coef_on_host": CLIP_ON_HOST[row["pytorch"]][0],
+                                      "clip_nonfinite_on_host":
+                                          CLIP_ON_HOST[row["pytorch"]][1]}}}
     step = analyze(_workload(raw, row["model"]), _card(row["hardware"]),
                    fidelity=fidelity).estimate.step_time_s
     return _result(f"{row['hardware']} {row['model']} squad {row['precision']} batch "
