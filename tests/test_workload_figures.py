@@ -278,6 +278,12 @@ def test_the_host_waits_where_the_step_reads_a_result():
     waits = _waits(torch_1_9)
     assert len(waits) == 3 * n
     assert [w.rsplit(".", 2)[-2] for w in waits[:3]] == ["isnan", "isinf", "coef_lt"]
+    # PyTorch 1.4: each norm read on the host, the coefficient a Python float (two kernels)
+    torch_1_4 = dataclasses.replace(bert_adam, execution=Execution(clip_norms_on_host=True))
+    waits = _waits(torch_1_4)
+    assert len(waits) == n and all(".clip.norm." in w for w in waits)
+    clip_ops = [o for o in build_trace(torch_1_4).ops if ".clip." in o.name]
+    assert len(clip_ops) == 3 * n  # norm, its read, scale
 
 
 def test_master_weights_step_fp32_copies_of_fp16_parameters():

@@ -26,6 +26,8 @@ class Execution:
     checkpointing: str = "none"       # none | selective (attention cores) | full (every block)
     autocast: str | None = None       # torch.autocast's low-precision type (fp16, bf16) or None
     weight_quantization: str | None = None  # int8: frozen int8 matmul weights, dequantized
+    # clip_grad_norm_ reads each gradient's norm on the host (PyTorch before 1.5)
+    clip_norms_on_host: bool = False
     # clip_grad_norm_ branches on its coefficient on the host (PyTorch before 1.10)
     clip_coef_on_host: bool = False
     # clip_grad_norm_ also tests its norm for NaN and infinity on the host (PyTorch 1.9 and

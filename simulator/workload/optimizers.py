@@ -201,7 +201,9 @@ def clip_grad_norm(b: TraceBuilder, grads: list[Tensor], implementation: str,
     """torch.nn.utils.clip_grad_norm_: each gradient's norm, their norm, the clip coefficient
     (max_norm over it plus 1e-6, clamped to 1: four scalar kernels), every gradient scaled by
     it. foreach: the norms and the scaling are one multi-tensor kernel each; for_loop: one per
-    gradient. PyTorch before 1.10 branches on `clip_coef < 1` instead of clamping
+    gradient. PyTorch before 1.5 reads each norm on the host instead (`.item()`, a wait each)
+    and works out the coefficient in Python (`execution.clip_norms_on_host`). PyTorch before
+    1.10 branches on `clip_coef < 1` instead of clamping
     (`execution.clip_coef_on_host`): the host waits for the GPU at every call; PyTorch 1.9 also
     tests the norm for NaN and infinity there first (`execution.clip_nonfinite_on_host`: two
     more waits; pytorch/pytorch issue 60691). apex: NVIDIA's
@@ -213,6 +215,14 @@ def clip_grad_norm(b: TraceBuilder, grads: list[Tensor], implementation: str,
         b.op(f"{prefix}.l2norm", "optimizer", grads, [total], list_length=n)
         host_read(b, total, f"{prefix}.total_norm")
         b.op(f"{prefix}.scale", "optimizer", grads, grads, list_length=n)
+        return
+    if b.execution.clip_norms_on_host:  # `total_norm += param_norm.item() ** norm_type`
+        for g in grads:
+            norm = b.temporary(f"{prefix}.norm_of.{g.name}", (), "fp32")
+            b.op(f"{prefix}.norm.{g.name}", "reduction", [g], [norm])
+            host_read(b, norm, f"{prefix}.norm.{g.name}")
+        for g in grads:  # the coefficient is a Python float: `p.grad.data.mul_(clip_coef)`
+            b.op(f"{prefix}.scale.{g.name}", "elementwise", [g], [g])
         return
     norms = b.temporary(f"{prefix}.norms", (n,), "fp32")
     if implementation == "foreach":
