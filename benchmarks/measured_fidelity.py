@@ -543,20 +543,21 @@ BERT_SQUAD = {
 }
 SQUAD_SEQ_LEN = 384
 # clip_grad_norm_ (which BertAdam calls per parameter) as each run's PyTorch ran it, by the
-# build its system's sys_pytorch.txt records (the file's `pytorch` column): (the coefficient
-# read on the host, the norm tested for NaN and infinity on the host). PyTorch read
-# `clip_coef < 1` on the host until pytorch/pytorch pull 61042 (opened 2021-06-30), and from
-# pull 55169 (April 2021) tested `total_norm.isnan() or total_norm.isinf()` there too (issue
-# 60691). NGC containers carry a master commit weeks older than their release: 21.03's
-# 1.9.0a0+df837d0 ships torchvision 0.9.0a0 (before pull 53843, which began the test, on
-# 2021-03-11); 21.07's 1.10.0a0+ecc3718 is taken to predate pull 61042 (inferred, not read:
-# docs/validation.md).
-CLIP_ON_HOST = {
-    "1.4.0a0+a5b4d78": (True, False),    # NGC 20.01
-    "1.7.0a0+7036e91": (True, False),
-    "1.9.0a0+df837d0": (True, False),    # NGC 21.03
-    "1.10.0a0+ecc3718": (True, True),    # NGC 21.07 (build 25165078)
-    "1.13.0a0+d0d6b1f": (False, False),  # clamped on the GPU, no test
+# build its system's sys_pytorch.txt records (the file's `pytorch` column): the execution
+# settings of its waits for the GPU. Before 1.5 it read each gradient's norm on the host
+# (`.item()`); until pytorch/pytorch pull 61042 (opened 2021-06-30) it read `clip_coef < 1`
+# there, and from pull 55169 (April 2021) it tested `total_norm.isnan() or total_norm.isinf()`
+# there too (issue 60691). NGC containers carry a master commit weeks older than their
+# release: 21.03's 1.9.0a0+df837d0 ships torchvision 0.9.0a0 (before pull 53843, which began
+# the test, on 2021-03-11); 21.07's 1.10.0a0+ecc3718 is taken to predate pull 61042
+# (inferred, not read: docs/validation.md).
+CLIP_ON_HOST: dict[str, dict[str, bool]] = {
+    "1.4.0a0+a5b4d78": {"clip_norms_on_host": True},                   # NGC 20.01
+    "1.7.0a0+7036e91": {"clip_coef_on_host": True},
+    "1.9.0a0+df837d0": {"clip_coef_on_host": True},                    # NGC 21.03
+    "1.10.0a0+ecc3718": {"clip_coef_on_host": True,                    # NGC 21.07
+                         "clip_nonfinite_on_host": True},
+    "1.13.0a0+d0d6b1f": {},                             # clamped on the GPU, no test
 }
 
 
@@ -583,9 +584,7 @@ def _bert_case(job: tuple[dict, str]) -> dict:
                         "grad_clip": {"max_norm": 1.0, "implementation": "apex"},
                         "master_weights": amp,
                         "execution": {"attention": "eager", "allow_tf32_matmul": True,
-                                      "clip_coef_on_host": CLIP_ON_HOST[row["pytorch"]][0],
-                                      "clip_nonfinite_on_host":
-                                          CLIP_ON_HOST[row["pytorch"]][1]}}}
+                                      **CLIP_ON_HOST[row["pytorch"]]}}}
     step = analyze(_workload(raw, row["model"]), _card(row["hardware"]),
                    fidelity=fidelity).estimate.step_time_s
     return _result(f"{row['hardware']} {row['model']} squad {row['precision']} batch "
