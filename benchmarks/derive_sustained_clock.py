@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, the fit
 
 from fit_library_efficiency import MATH  # noqa: E402  (measured dtype -> math, storage)
 
-from simulator.config.hardware import Hardware, load_hardware  # noqa: E402
+from simulator.config.hardware import load_hardware  # noqa: E402
 from simulator.gpu import library  # noqa: E402
 from simulator.gpu.compute import GemmShape, ceiling, gemm_plan  # noqa: E402
 from simulator.workload.trace import DTYPE_BYTES, Unit  # noqa: E402
@@ -120,8 +120,13 @@ def left_out_errors(derived: dict[str, float]) -> dict[str, float]:
             for line in set(SIBLINGS.values()) for card in line}
 
 
-def _stated(hw: Hardware) -> str:
-    return f"{hw.sustained_clock_mhz:.0f} MHz" if hw.sustained_clock_mhz else "none"
+def _clock_line(card: str, share: float) -> str:
+    """A card's share of boost, the clock it gives, and the clock its file states."""
+    hw = load_hardware(card)
+    boost = hw.boost_clock_mhz
+    clock = f"{share * boost:.0f} MHz of {boost:.0f}" if boost else "boost not stated"
+    stated = f"{hw.sustained_clock_mhz:.0f} MHz" if hw.sustained_clock_mhz else "none"
+    return f"  {card:<10} share {share:.3f}  {clock}  (file states {stated})"
 
 
 def main() -> int:
@@ -135,17 +140,11 @@ def main() -> int:
           "sizes, times the boost clock):")
     derived = derive(measured)
     for card, share in derived.items():
-        hw = load_hardware(card)
-        boost = hw.boost_clock_mhz
-        clock = f"{share * boost:.0f} MHz of {boost:.0f}" if boost else "boost not stated"
-        print(f"  {card:<10} share {share:.3f}  {clock}  (file states {_stated(hw)})")
+        print(_clock_line(card, share))
     print("\ncards without runs of their own: the median share of their product line's "
           "measured cards (" + ", ".join(RTX_A_MEASURED) + ")")
     for card, share in sibling_shares(derived).items():
-        hw = load_hardware(card)
-        boost = hw.boost_clock_mhz
-        print(f"  {card:<10} share {share:.3f}  {share * boost:.0f} MHz of {boost:.0f}  "
-              f"(file states {_stated(hw)})")
+        print(_clock_line(card, share))
     print("  each measured one against the others' median: " + "  ".join(
         f"{card} {error:+.1%}" for card, error in left_out_errors(derived).items()))
     sizes = " and ".join(str(n) for n in LARGEST)
