@@ -216,3 +216,30 @@ def test_every_fit_verdict_leaves_room_for_the_runtime(capsys):
     assert largest["reserved_bytes"] <= a10.usable_bytes
     assert largest["batch_size"] < 259
     assert "runtime reserve" in run_memory(capsys, "resnet50", "--hardware", "a10")[1]
+
+
+def test_kept_gradients_offer_setting_them_to_none():
+    """A step whose zero_grad keeps the gradients (set_to_none=False) holds them through the
+    forward pass; freeing them is a remedy, smaller by up to their bytes, and part of the
+    combined one."""
+    import dataclasses
+
+    from simulator.config.workload import load_workload
+    from simulator.workload.generate import build_trace
+    from simulator.workload.memory import profile
+    from simulator.workload.remedies import remedies
+
+    spec = dataclasses.replace(load_workload("gpt2-small"), batch_size=12)
+    kept = dataclasses.replace(spec, execution=dataclasses.replace(spec.execution,
+                                                                   zero_grad="zeros"))
+    trace = build_trace(kept)
+    base = profile(trace)
+    grad_bytes = sum(trace.tensors[i].nbytes for i in trace.held_gradients)
+    assert profile(build_trace(spec)).peak_bytes < base.peak_bytes
+    fixes = {r.name: r for r in remedies(kept, base.peak_bytes - 1, base)}
+    freed = fixes["gradients set to None"]
+    assert freed.change == "zero_grad none (optimizer.zero_grad(set_to_none=True))"
+    assert base.peak_bytes - grad_bytes <= freed.peak_bytes < base.peak_bytes
+    assert fixes["combined"].change.startswith("gradients set to None + ")
+    assert "gradients set to None" not in {r.name for r in remedies(spec, 1, profile(
+        build_trace(spec)))}

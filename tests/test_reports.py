@@ -106,13 +106,16 @@ def test_run_says_how_the_step_updates_the_parameters(capsys, write_json):
     """Clipping and master weights are in the text header and the JSON document."""
     doc = json.loads((REPO / "workloads" / "cnn.json").read_text())
     doc["training"].update(dtype="fp16", master_weights=True,
-                           grad_clip={"max_norm": 0.5, "implementation": "for_loop"})
+                           grad_clip={"max_norm": 0.5, "implementation": "for_loop"},
+                           execution={"zero_grad": "zeros"})
     path = write_json(doc, "o2.json")
     assert main(["run", str(path), "--hardware", "t4", "--fidelity", "analytic"]) == 0
     header = capsys.readouterr().out.splitlines()[2]
-    assert header.endswith("; fp32 master weights, gradients clipped to norm 0.5 (for_loop)")
+    assert header.endswith("; fp32 master weights, gradients clipped to norm 0.5 (for_loop), "
+                           "gradients kept between steps and zeroed (zero_grad "
+                           "set_to_none=False)")
     assert main(["run", str(path), "--hardware", "t4", "--fidelity", "analytic", "--json"]) == 0
     workload = json.loads(capsys.readouterr().out)["workload"]
-    assert workload["master_weights"] is True
+    assert workload["master_weights"] is True and workload["zero_grad"] == "zeros"
     assert workload["grad_clip"] == {"max_norm": 0.5, "implementation": "for_loop"}
     assert workload["optimizer"]["weight_decay_on"] == "all"

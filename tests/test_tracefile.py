@@ -185,3 +185,27 @@ def test_a_trace_to_a_device_or_fifo_is_written_through_not_replaced(tmp_path, c
     assert main(["trace", "cnn", "-o", str(tmp_path)]) == 2
     assert "expected a trace file to write, got a directory" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # nothing staged left
+
+
+def test_kept_gradients_round_trip_and_are_checked(tmp_path):
+    """A trace whose zero_grad keeps the gradients says which tensors they are; a reader
+    rejects an id that names no gradient."""
+    import dataclasses
+
+    spec = load_workload("cnn")
+    spec = dataclasses.replace(spec, execution=dataclasses.replace(spec.execution,
+                                                                   zero_grad="zeros"))
+    trace = build_trace(spec)
+    assert trace.held_gradients
+    path = tmp_path / "t.jsonl"
+    tracefile.write(trace, path)
+    back, _ = tracefile.read(path)
+    assert back.held_gradients == trace.held_gradients
+    assert profile(back).start_bytes == profile(trace).start_bytes
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["held_gradients"][0] = trace.parameters[0].id
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    with pytest.raises(InputError, match=r"t.jsonl:1: at \$\.held_gradients\[0\]: expected the "
+                                         r"id of a gradients tensor"):
+        tracefile.read(path)

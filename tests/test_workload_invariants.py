@@ -52,7 +52,8 @@ def workloads(draw):
         "mixed_precision": draw(st.sampled_from(["none", "fp16", "bf16"])),
         "checkpointing": draw(st.sampled_from(["none", "full"] if attention_free
                                               else ["none", "selective", "full"])),
-        "execution": {"attention": draw(st.sampled_from(["fused", "math", "eager"]))},
+        "execution": {"attention": draw(st.sampled_from(["fused", "math", "eager"])),
+                      "zero_grad": draw(st.sampled_from(["none", "zeros"]))},
     }
     if draw(st.booleans()):
         training["pruning"] = {"fraction": draw(st.sampled_from([0.25, 0.5]))}
@@ -78,6 +79,15 @@ def test_any_step_is_consistent(raw):
     assert all(op.bytes_written > 0 for op in trace.ops if op.kind != "copy")
     assert all(a.nbytes <= a.tensor.storage.nbytes for op in trace.ops
                for a in op.reads + op.writes)
+    if spec.execution.zero_grad == "zeros":  # each .grad kept, added into, zeroed once
+        assert sorted(trace.held_gradients) == sorted(g.id for g in grads)
+        zeroed = [a.tensor.id for op in trace.ops if op.name.startswith("zero_grad.")
+                  for a in op.writes]
+        assert sorted(zeroed) == sorted(trace.held_gradients)
+        assert trace.ops[-1].name.startswith("zero_grad.")
+    else:
+        assert not trace.held_gradients
+        assert not any(op.name.startswith("zero_grad.") for op in trace.ops)
     mem = profile(trace)
     assert (mem.during >= 0).all() and sum(mem.at_peak.values()) == mem.peak_bytes
     persistent = sum(t.nbytes for t in trace.tensors if t.alias_of is None
@@ -108,3 +118,52 @@ def test_every_shipped_workload_runs_on_every_card():
             if hw.memory.replayable and name in ("cnn", "stream"):
                 sampled = analyze(step, hw, fidelity="sampled").estimate.step_time_s
                 assert sampled > 0, (card, name)
+
+
+def test_zero_grad_zeros_keeps_each_gradient_and_adds_into_it():
+    """zero_grad(set_to_none=False): every .grad exists before the step, the backward adds
+    each parameter's contribution into it (two reads, one write), and the step ends by filling
+    each with zeros."""
+    from simulator.config.workload import load_workload
+
+    base = load_workload("cnn")
+    none = build_trace(base)
+    zeros = build_trace(dataclasses.replace(
+        base, execution=dataclasses.replace(base.execution, zero_grad="zeros")))
+    grads = {t.id: t for t in zeros.tensors if t.category is Category.GRADIENT}
+    assert set(zeros.held_gradients) == set(grads) and len(grads) == len(zeros.parameters)
+    adds = [op for op in zeros.ops if op.name.endswith(".grad_accumulate")]
+    assert len(adds) == len(grads)
+    for op in adds:
+        (held,) = op.writes
+        assert held.tensor.id in grads and held.tensor.id in {a.tensor.id for a in op.reads}
+        assert op.bytes_read == 2 * held.nbytes and op.phase is Phase.BACKWARD
+    fills = [op for op in zeros.ops if op.name.startswith("zero_grad.")]
+    assert [op.writes[0].tensor.id for op in fills] == list(zeros.held_gradients)
+    assert all(op.bytes_read == 0 and op.phase is Phase.OPTIMIZER for op in fills)
+    assert len(zeros.ops) == len(none.ops) + len(adds) + len(fills)
+    # the kept gradients are live from the step's start: the memory before it grows by them
+    grad_bytes = sum(t.nbytes for t in grads.values())
+    assert profile(zeros).start_bytes - profile(none).start_bytes == grad_bytes
+    assert place(zeros).allocated_peak >= place(none).allocated_peak
+
+
+def test_zero_grad_is_checked_as_the_workload_loads(tmp_path):
+    import json
+    from pathlib import Path
+
+    import pytest
+
+    from simulator.config.workload import load_workload
+    from simulator.errors import InputError
+
+    raw = json.loads((Path(__file__).parent.parent / "workloads" / "cnn.json").read_text())
+    path = tmp_path / "cnn.json"
+    raw["training"]["execution"] = {"zero_grad": "zeros"}
+    path.write_text(json.dumps(raw))
+    assert load_workload(path).execution.zero_grad == "zeros"
+    raw["training"]["execution"] = {"zero_grad": "ones"}
+    path.write_text(json.dumps(raw))
+    with pytest.raises(InputError, match=r"\$\.training\.execution\.zero_grad") as err:
+        load_workload(path)
+    assert "none" in str(err.value) and "zeros" in str(err.value)

@@ -36,6 +36,11 @@ class Execution:
     # the values the kernels compute on: random (training's), or zeros (a benchmark fed
     # torch.zeros), on which a power-capped card holds a higher clock (gpu/clocks.py)
     operand_values: str = "random"
+    # what zero_grad() leaves between steps: none (set_to_none=True, PyTorch 2's default: the
+    # backward hands each parameter its first gradient) or zeros (set_to_none=False, the default
+    # before PyTorch 2.0 and apex amp's: every .grad stays allocated, is filled with zeros one
+    # kernel per gradient, and the backward adds into it)
+    zero_grad: str = "none"
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,7 @@ def run_doc(r: RunResult) -> dict[str, Any]:
                           {"max_norm": spec.grad_clip.max_norm,
                            "implementation": spec.grad_clip.implementation}),
             "master_weights": spec.master_weights,
+            "zero_grad": spec.execution.zero_grad,
             "parameters": trace.parameter_count,
             "parameter_tensors": len(trace.parameters),
             "parameter_bytes": trace.parameter_bytes,

@@ -130,6 +130,8 @@ def _recipe(spec) -> str:
     if spec.grad_clip is not None:
         parts.append(f"gradients clipped to norm {spec.grad_clip.max_norm:g} "
                      f"({spec.grad_clip.implementation})")
+    if spec.execution.zero_grad == "zeros":
+        parts.append("gradients kept between steps and zeroed (zero_grad set_to_none=False)")
     return "; " + ", ".join(parts) if parts else ""
 
 

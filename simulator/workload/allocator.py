@@ -142,9 +142,11 @@ def place(trace: Trace, base_address: int = 0) -> Placement:
             frees[last[t.id]].append(t.id)
     a = CachingAllocator(base_address)
     address = np.full(len(trace.tensors), -1, dtype=np.int64)
-    for t in tensors:  # parameters, optimizer state and buffers exist before the loop
-        if t.category in PERSISTENT_ACROSS_STEPS:
-            address[t.id] = a.malloc(t.nbytes)
+    kept = set(trace.held_gradients)  # .grad tensors zero_grad fills instead of freeing
+    across = [t for t in tensors if t.category in PERSISTENT_ACROSS_STEPS or t.id in kept]
+    for t in across:  # parameters, optimizer state and buffers exist before the loop
+        address[t.id] = a.malloc(t.nbytes)
+    across_ids = {t.id for t in across}
     held: list[int] = []  # what the previous step left allocated: .grad, logits, loss
     reserved = np.zeros(n_ops, np.int64)
     allocated = np.zeros(n_ops, np.int64)
@@ -165,6 +167,5 @@ def place(trace: Trace, base_address: int = 0) -> Placement:
                 a.free(address[tid])
             reserved[i] = a.reserved
             allocated[i] = a.allocated
-        held = [t.id for t in tensors if last[t.id] >= n_ops
-                and t.category not in PERSISTENT_ACROSS_STEPS]
+        held = [t.id for t in tensors if last[t.id] >= n_ops and t.id not in across_ids]
     return Placement(address, peak_alloc, a.reserved, reserved, allocated)

@@ -52,6 +52,7 @@ class TraceBuilder:
         self._tape: list[Callable[[], None]] = []
         self._grads: dict[int, Tensor] = {}
         self._shared_grads: set[int] = set()
+        self.held_gradients: list[Tensor] = []  # .grad tensors zero_grad keeps (zero_grad: zeros)
 
     # --- tensors -------------------------------------------------------------------------
     def tensor(self, name: str, shape: Iterable[int], category: Category, dtype: str | None = None,
@@ -140,10 +141,12 @@ class TraceBuilder:
     def new_grad(self, t: Tensor, name: str | None = None) -> Tensor:
         """A tensor to hold one gradient contribution for `t`.
 
-        The first contribution to a parameter becomes its .grad (AccumulateGrad steals it);
-        everything else is a temporary.
+        The first contribution to a parameter becomes its .grad (AccumulateGrad steals it)
+        unless zero_grad kept the .grad, which the contribution is added into; everything else
+        is a temporary.
         """
-        is_new_param_grad = t.category is Category.PARAMETER and t.id not in self._grads
+        is_new_param_grad = (t.category is Category.PARAMETER and t.id not in self._grads
+                             and self.execution.zero_grad == "none")
         cat = Category.GRADIENT if is_new_param_grad else Category.TEMPORARY
         return self.tensor(name or f"grad({t.name})", t.shape, cat, t.dtype)
 
@@ -156,6 +159,9 @@ class TraceBuilder:
         if not t.requires_grad:
             return
         old = self._grads.get(t.id)
+        if old is None and t.category is Category.PARAMETER \
+                and self.execution.zero_grad == "zeros":
+            old = self._held_grad(t)  # AccumulateGrad adds into the zeroed .grad in place
         if old is None:
             self._grads[t.id] = g
             if share:
@@ -169,6 +175,20 @@ class TraceBuilder:
             self.op(f"{t.name}.grad_accumulate", "elementwise", [old, g], [old])
         if share:
             self._shared_grads.add(g.id)
+
+    def _held_grad(self, p: Tensor) -> Tensor:
+        """The .grad zero_grad(set_to_none=False) left on parameter `p`: allocated before the
+        step, zeros until the backward adds into it."""
+        g = self.tensor(f"{p.name}.grad", p.shape, Category.GRADIENT, p.dtype)
+        self._grads[p.id] = g
+        self.held_gradients.append(g)
+        return g
+
+    def zero_grad(self) -> None:
+        """optimizer.zero_grad() with set_to_none=False: each kept .grad filled with zeros by a
+        kernel of its own (the loop over parameters runs in Python)."""
+        for g in self.held_gradients:
+            self.op(f"zero_grad.{g.name}", "elementwise", [], [g])
 
     def checkpointed(self, level: str, fn: Callable[[], Tensor]) -> Tensor:
         """Run fn (a block's forward) under torch.utils.checkpoint when the workload asks for
@@ -219,7 +239,8 @@ class TraceBuilder:
         return Trace(self.workload, self.ops, self.tensors, self.parameters,
                      self.optimizer_state, self.releases, self.causal_attention_flops,
                      eager=not self.execution.cuda_graphs,
-                     operand_values=self.execution.operand_values)
+                     operand_values=self.execution.operand_values,
+                     held_gradients=tuple(g.id for g in self.held_gradients))
 
 
 def gather(t: Tensor, nbytes: int, run_bytes: int = 0) -> Access:

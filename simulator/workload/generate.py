@@ -1,7 +1,8 @@
 """Expand a workload into the operator trace of one steady-state training step.
 
 Steady state is the second step: optimizer state exists, gradients were set to None by
-zero_grad(), so every .grad is allocated again during the backward pass.
+zero_grad(), so every .grad is allocated again during the backward pass (or, with
+`execution.zero_grad: zeros`, kept and filled with zeros after the optimizer step).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def build_trace(spec: WorkloadSpec) -> Trace:
     b.op_prefix = ""
     optimizers.step(b, spec.optimizer, unscale=spec.loss_scaling, clip=spec.grad_clip,
                     master_weights=spec.master_weights)
+    b.zero_grad()  # optimizer.step(); optimizer.zero_grad(): for the next step's backward
     trace = b.trace()
     total = sum(t.nbytes for t in trace.tensors)
     if total > MAX_STEP_BYTES:

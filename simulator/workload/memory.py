@@ -67,10 +67,11 @@ def lifetimes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     for tid, at in trace.releases.items():
         tid = trace.tensors[tid].storage.id
         last[tid] = max(last[tid], at)
+    held = set(trace.held_gradients)
     for t in trace.tensors:
         root = t.storage.id
         if t.category in (Category.PARAMETER, Category.OPTIMIZER_STATE, Category.INPUT,
-                          Category.BUFFER):
+                          Category.BUFFER) or t.id in held:
             first[root] = -1
         if t.category in PERSISTENT or t.retained:
             last[root] = n_ops  # never freed within the step

@@ -148,6 +148,12 @@ def remedies(spec: WorkloadSpec, capacity: int, base: MemoryProfile) -> list[Rem
             out.append(tried(f"{level} activation checkpointing", f"checkpointing {level}",
                              dataclasses.replace(spec, execution=dataclasses.replace(
                                  ex, checkpointing=level))))
+    # gradients freed between steps: none held through the forward pass
+    if ex.zero_grad == "zeros":
+        out.append(tried("gradients set to None", "zero_grad none "
+                         "(optimizer.zero_grad(set_to_none=True))",
+                         dataclasses.replace(spec, execution=dataclasses.replace(
+                             ex, zero_grad="none"))))
     # mixed precision
     if spec.dtype == "fp32" and ex.autocast is None:
         out.append(tried("mixed precision", "mixed_precision bf16 (fp32 master weights)",
@@ -184,9 +190,13 @@ def _custom_kernel(optimizer: str, kind: str = "fused") -> str:
 
 
 def _combined(spec: WorkloadSpec) -> tuple[WorkloadSpec, list[str]]:
-    """The workload with every remedy that keeps its batch and its one GPU (full
-    checkpointing, mixed precision, a fused optimizer, 8-bit state), and the changes made."""
+    """The workload with every remedy that keeps its batch and its one GPU (gradients set
+    to None, full checkpointing, mixed precision, a fused optimizer, 8-bit state), and the
+    changes made."""
     ex, opt, changes = spec.execution, spec.optimizer, []
+    if ex.zero_grad == "zeros":
+        ex = dataclasses.replace(ex, zero_grad="none")
+        changes.append("gradients set to None")
     if ex.checkpointing != "full":
         ex = dataclasses.replace(ex, checkpointing="full")
         changes.append("full checkpointing")

@@ -164,6 +164,9 @@ class Trace:
     # the values its kernels compute on (random, or zeros: a benchmark fed torch.zeros), which
     # set the clock a power-capped card holds (gpu/clocks.py)
     operand_values: str = "random"
+    # ids of the .grad tensors allocated before the step and kept after it (zero_grad with
+    # set_to_none=False fills them with zeros instead of freeing them)
+    held_gradients: tuple[int, ...] = ()
 
     @property
     def parameter_count(self) -> int:

@@ -2,7 +2,8 @@
 
 Line 1 is a header: {"format": "gddr6-roofline-sim/trace", "format_version": 1, "workload":
 name, "source": {the workload file's content, when generated from one}, "tensors": N, "ops": M,
-"causal_attention_flops": F, "eager": true, "operand_values": "random"}. Then one line per
+"causal_attention_flops": F, "eager": true, "operand_values": "random", "held_gradients":
+[tensor ids of the .grad tensors zero_grad keeps between steps]}. Then one line per
 tensor, {"tensor": id, "name", "shape", "dtype", "category", "requires_grad", "retained",
 "alias_of"}, then one per op, {"op": index, "name", "kind", "phase", "flops", "dtype", "unit",
 "math_dtype", "layout", "list_length", "host_waits", "reads": [[tensor id, bytes, pattern]
@@ -46,7 +47,8 @@ def records(trace: Trace, source: dict | None = None,
            "source": source, "captured": captured, "tensors": len(trace.tensors),
            "ops": len(trace.ops),
            "causal_attention_flops": trace.causal_attention_flops, "eager": trace.eager,
-           "operand_values": trace.operand_values}
+           "operand_values": trace.operand_values,
+           "held_gradients": list(trace.held_gradients)}
     for t in trace.tensors:
         yield {"tensor": t.id, "name": t.name, "shape": list(t.shape), "dtype": t.dtype,
                "category": t.category.value, "requires_grad": t.requires_grad,
@@ -188,9 +190,13 @@ def read(path: Path) -> tuple[Trace, dict]:
         _need(header.get(key, got) == got, path, 1, f"$.{key}",
               f"expected {header.get(key)} {key} as the header says, got {got}: "
               "is the file cut short?")
+    held = tuple(header.get("held_gradients", ()))
+    for i, tid in enumerate(held):
+        _need(tid < len(tensors) and tensors[tid].category is Category.GRADIENT, path, 1,
+              f"$.held_gradients[{i}]", "expected the id of a gradients tensor listed below")
     params = [t for t in tensors if t.category is Category.PARAMETER]
     state = [t for t in tensors if t.category is Category.OPTIMIZER_STATE]
     trace = Trace(header["workload"], ops, tensors, params, state, releases,
                   header.get("causal_attention_flops", 0), header.get("eager", True),
-                  header.get("operand_values", "random"))
+                  header.get("operand_values", "random"), held)
     return trace, header
