@@ -18,13 +18,15 @@ on NeuSight's inputs; T4 operators: the same from NeuSight's four T4 inference r
 and GPT-2 large, GEMMs and the rest apart. Row kernels: NeuSight's layer norm, softmax and
 ReLU on large tensors (25 MB and up) on the T4 and the L4, card and kernel apart. Held-out
 kernels: NeuSight's test set, GEMMs and elementwise ops of transformer shapes on the T4 and the
-L4, measured in a campaign of their own, by card and class. Data and sources:
-benchmarks/measured/.
+L4, measured in a campaign of their own, by card and class. Small batch: torchvision ResNets
+(18 to 152) trained at batch 12 in fp32 and in fp16 (`model.half()`) on an RTX 2080 Ti and a
+Titan RTX by ryujaehun/pytorch-gpu-benchmark, zero_grad, forward and backward timed together
+with the input's copy to the GPU. Data and sources: benchmarks/measured/.
 
 Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
 max absolute error as fractions of the measured time. `--json` prints
 {"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ..., "bert_squad": ...,
-"inference": ..., "operators": ..., "t4_operators": ..., "row_kernels": ...,
+"small_batch": ..., "inference": ..., "operators": ..., "t4_operators": ..., "row_kernels": ...,
 "held_out_kernels": ...}, each with `cases`, `median_abs_error`, `p90_abs_error` and
 `max_abs_error`, and its `rows` (`t4_operators` also `by_class`: `gemm` and `other`;
 `row_kernels` one class per card and kernel, `held_out_kernels` per card and class, without
@@ -61,6 +63,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from simulator.config.hardware import Hardware, load_hardware  # noqa: E402
+from simulator.config.host import Pcie  # noqa: E402
 from simulator.config.loader import read_json  # noqa: E402
 from simulator.config.workload import Execution, parse_workload  # noqa: E402
 from simulator.gpu.compute import TILED_KINDS  # noqa: E402
@@ -217,11 +220,19 @@ def _resnet50() -> dict:
     return read_json(REPO / "workloads" / "resnet50.json")
 
 
+# Every Lambda run is PyTorch 1.x (NGC containers 20.01-22.12), whose optimizer.zero_grad()
+# after each step fills the gradients with zeros (set_to_none=False, the default before 2.0;
+# apex amp's O2 zero_grad does the same to the model's fp16 gradients): the backward then adds
+# into them (github.com/LambdaLabsML/DeepLearningExamples: ConvNets' Trainer.train_step and
+# BERT's run_squad.py call optimizer.zero_grad() after optimizer.step())
+LAMBDA_ZERO_GRAD = "zeros"
+
+
 def _resnet_case(job: tuple[dict, str]) -> dict:
     row, fidelity = job
     raw = copy.deepcopy(_resnet50())
     raw["data"]["batch_size"] = int(row["batch_size"])
-    raw["training"]["execution"] = {"allow_tf32_matmul": True}
+    raw["training"]["execution"] = {"allow_tf32_matmul": True, "zero_grad": LAMBDA_ZERO_GRAD}
     if row["precision"] == "amp":
         raw["training"]["mixed_precision"] = "fp16"
     step = analyze(_workload(raw, "resnet50"), _card(row["hardware"]),
@@ -584,12 +595,57 @@ def _bert_case(job: tuple[dict, str]) -> dict:
                         "grad_clip": {"max_norm": 1.0, "implementation": "apex"},
                         "master_weights": amp,
                         "execution": {"attention": "eager", "allow_tf32_matmul": True,
+                                      "zero_grad": LAMBDA_ZERO_GRAD,
                                       **CLIP_ON_HOST[row["pytorch"]]}}}
     step = analyze(_workload(raw, row["model"]), _card(row["hardware"]),
                    fidelity=fidelity).estimate.step_time_s
     return _result(f"{row['hardware']} {row['model']} squad {row['precision']} batch "
                    f"{row['batch_size']} ({row['lambda_system']}, {row['run_date']})",
                    step, float(row["steady_step_ms"]) * MS)
+
+
+# --- small batches ----------------------------------------------------------------------------
+# ryujaehun/pytorch-gpu-benchmark's benchmark_models.py (benchmarks/measured/
+# ryujaehun_resnet_train_batch12.csv, the median of 50 timed steps after 5 warm-up ones): a
+# torchvision model in fp32 or cast whole to fp16 (`model.half()`: no master weights, no loss
+# scaling), and per step, between two torch.cuda.synchronize() calls, `model.zero_grad()`
+# (PyTorch 1.x: the gradients filled with zeros), the batch's copy from pageable host memory
+# (`img.to('cuda')`: the DataLoader does not pin it), the forward pass, the cross-entropy loss
+# and `loss.backward()`; no optimizer step. The hosts' PCIe links are not recorded: the Turing
+# cards' own, 3.0 x16.
+SMALL_BATCH_RESNETS = {"resnet18": ([2, 2, 2, 2], "basic"), "resnet34": ([3, 4, 6, 3], "basic"),
+                       "resnet50": ([3, 4, 6, 3], "bottleneck"),
+                       "resnet101": ([3, 4, 23, 3], "bottleneck"),
+                       "resnet152": ([3, 8, 36, 3], "bottleneck")}
+SMALL_BATCH_LINK = Pcie(generation=3, lanes=16)
+IMAGE_SHAPE = (3, 224, 224)
+
+
+def _small_batch_case(job: tuple[dict, str]) -> dict:
+    row, fidelity = job
+    layers, block = SMALL_BATCH_RESNETS[row["model"]]
+    batch, dtype = int(row["batch_size"]), row["precision"]
+    raw = copy.deepcopy(_resnet50())
+    raw["name"] = row["model"]
+    raw["model"].update(layers=layers, block=block)
+    raw["data"] = {"batch_size": batch}  # one tensor of random images: no input pipeline
+    raw["training"] = {"dtype": dtype, "loss": "cross_entropy",
+                       "optimizer": {"type": "sgd", "implementation": "for_loop"},
+                       "execution": {"zero_grad": "zeros"}}
+    est = analyze(_workload(raw, row["model"]), _card(row["hardware"]),
+                  fidelity=fidelity).estimate
+    zero_grad = sum(o.time_s for o in est.ops if o.op.name.startswith("zero_grad."))
+    image_bytes = batch * int(np.prod(IMAGE_SHAPE)) * (2 if dtype == "fp16" else 4)
+    copy_s = image_bytes / (SMALL_BATCH_LINK.copy_GBps(pinned=False) * 1e9)
+    step = (zero_grad + copy_s + est.phase(Phase.FORWARD).time_s
+            + est.phase(Phase.BACKWARD).time_s)
+    return _result(f"{row['hardware']} {row['model']} {dtype} batch {batch} ({row['run_date']})",
+                   step, float(row["median_ms"]) * MS)
+
+
+def small_batch_rows(fidelity: str, jobs: int = 1) -> list[dict]:
+    return _map(_small_batch_case, ((row, fidelity) for row in
+                                    read_rows("ryujaehun_resnet_train_batch12.csv")), jobs)
 
 
 # --- held-out kernels -------------------------------------------------------------------------
@@ -675,8 +731,8 @@ def summary(rows: list[dict]) -> dict:
             "rows": rows}
 
 
-STEP_PARTS = ("end_to_end", "bert_squad", "inference", "operators",  # a row per case
-              "t4_operators", "row_kernels")
+STEP_PARTS = ("end_to_end", "bert_squad", "small_batch", "inference",  # a row per case
+              "operators", "t4_operators", "row_kernels")
 
 
 def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
@@ -692,6 +748,8 @@ def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
         doc["end_to_end"] = summary(lambda_rows(fidelity, jobs=jobs) + l4_rows(fidelity))
     if only in (None, "bert_squad"):
         doc["bert_squad"] = summary(lambda_bert_rows(fidelity, jobs=jobs))
+    if only in (None, "small_batch"):
+        doc["small_batch"] = summary(small_batch_rows(fidelity, jobs=jobs))
     if only in (None, "inference"):
         doc["inference"] = summary(inference_rows(fidelity))
     if only in (None, "operators"):
