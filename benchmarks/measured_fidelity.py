@@ -33,13 +33,13 @@ max absolute error as fractions of the measured time. `--json` prints
 rows; `held_out_kernels` also `t4_campaign_ratio`: its T4 GEMMs' time per FLOP against the
 kernel set's of like shape).
 
-Every case by default: about 55 minutes on two cores, 28 of them the kernel classes' 51,524
-rows, 10 the held-out kernels' 7,480. `--sample N` takes a seeded random N of each kernel
-class instead, and of each held-out card's class, for a quick look (300: about two minutes; a
-sample's median strays a point or two from the whole class's).
-`--jobs N` runs the kernel cases and Lambda's steps in N worker processes (default: the CPUs
-this process may use), each replaying on its share of the CPUs, with the same figures for any
-N (one process: about an hour and a half on two cores).
+Every case by default: about 57 minutes on two cores, 28 of them the kernel classes' 51,524
+rows, 10 the held-out kernels' 7,480, 2 the small batches' 20 steps. `--sample N` takes a
+seeded random N of each kernel class instead, and of each held-out card's class, for a quick
+look (300: about two minutes; a sample's median strays a point or two from the whole class's).
+`--jobs N` runs the kernel cases, Lambda's steps and the small batches in N worker processes
+(default: the CPUs this process may use), each replaying on its share of the CPUs, with the
+same figures for any N (one process: about an hour and a half on two cores).
 """
 
 from __future__ import annotations
@@ -778,8 +778,9 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=0,
                     help="kernel cases per class, a seeded sample (default 0: every case)")
     ap.add_argument("--jobs", type=int, default=usable_cpus(),
-                    help="worker processes for the kernel cases (held-out ones too) and "
-                         "Lambda's steps (default: the CPUs this process may use)")
+                    help="worker processes for the kernel cases (held-out ones too), "
+                         "Lambda's steps and the small batches (default: the CPUs this "
+                         "process may use)")
     ap.add_argument("--fidelity", default="sampled", choices=("analytic", "sampled", "cycle"))
     ap.add_argument("--only", choices=("kernels", *STEP_PARTS, "held_out_kernels"))
     ap.add_argument("--held-out-clock", action="append", default=[], metavar="CARD=MHZ",
