@@ -83,14 +83,19 @@ def test_worker_processes_give_the_figures_one_process_gives(harness):
 
 def test_a_case_is_the_step_it_names(harness):
     """The Lambda 2080 Ti fp32 point is resnet50.json at batch 100 with TF32 allowed (Turing
-    has none), as `run` times it; its measured step is batch over images per second."""
+    has none) and its gradients zeroed between steps (PyTorch 1.x), as `run` times it; its
+    measured step is batch over images per second."""
     rows = harness.lambda_rows("analytic")
     row = next(r for r in rows if r["case"].startswith("rtx-2080-ti resnet50 fp32 batch 100"))
     assert row["measured_ms"] == pytest.approx(100 / 275.10 * 1e3)
-    spec = harness._workload({**harness.read_json(REPO / "workloads" / "resnet50.json"),
-                              "data": {"batch_size": 100}}, "resnet50")
+    raw = harness.read_json(REPO / "workloads" / "resnet50.json")
+    raw["training"]["execution"] = {"zero_grad": "zeros"}
+    spec = harness._workload({**raw, "data": {"batch_size": 100}}, "resnet50")
     step = analyze(spec, "rtx-2080-ti", fidelity="analytic").estimate.step_time_s
     assert row["predicted_ms"] == pytest.approx(step * 1e3)
+    without = dataclasses.replace(spec, execution=dataclasses.replace(spec.execution,
+                                                                      zero_grad="none"))
+    assert analyze(without, "rtx-2080-ti", fidelity="analytic").estimate.step_time_s < step
     gemm = harness.gemm_trace({"op": "linear", "batch": "1", "m": "64", "n": "32", "k": "16",
                                "bias": "1"})
     assert [o.kind for o in gemm.ops] == ["matmul"] and gemm.ops[0].flops == 2 * 64 * 32 * 16
