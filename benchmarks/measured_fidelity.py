@@ -278,14 +278,19 @@ L4_MODELS = {
 
 def l4_step(model: str, batch: int, seq_len: int, training: bool = True) -> dict:
     """The workload of a NeuSight L4 step; for an inference run, without dropout (an identity
-    in eval mode), whose forward ops are the inference's."""
+    in eval mode), whose forward ops are the inference's. NeuSight's measure_e2e
+    (neusight/Tracing/trace.py) runs its 25 training steps with neither zero_grad nor an
+    optimizer step: every backward after the first adds into the .grad the first one left, as
+    a kept gradient is added into (the fills the trace puts after its optimizer are in no
+    phase it times)."""
     model_spec = L4_MODELS[model] if training else dict(L4_MODELS[model], dropout=0.0)
     return {"format_version": 1, "name": f"{model}-neusight", "model": model_spec,
             "data": {"batch_size": batch, "seq_len": seq_len},
             "training": {"dtype": "fp32", "loss": "cross_entropy",
                          "optimizer": {"type": "adamw"},
                          "execution": {"attention": "eager", "allow_tf32_matmul": False,
-                                       "allow_tf32_conv": False}}}
+                                       "allow_tf32_conv": False,
+                                       "zero_grad": "zeros" if training else "none"}}}
 
 
 @cache
