@@ -623,7 +623,6 @@ SMALL_BATCH_RESNETS = {"resnet18": ([2, 2, 2, 2], "basic"), "resnet34": ([3, 4, 
                        "resnet101": ([3, 4, 23, 3], "bottleneck"),
                        "resnet152": ([3, 8, 36, 3], "bottleneck")}
 SMALL_BATCH_LINK = Pcie(generation=3, lanes=16)
-IMAGE_SHAPE = (3, 224, 224)
 
 
 def _small_batch_case(job: tuple[dict, str]) -> dict:
@@ -640,8 +639,8 @@ def _small_batch_case(job: tuple[dict, str]) -> dict:
     est = analyze(_workload(raw, row["model"]), _card(row["hardware"]),
                   fidelity=fidelity).estimate
     zero_grad = sum(o.time_s for o in est.ops if o.op.name.startswith("zero_grad."))
-    image_bytes = batch * int(np.prod(IMAGE_SHAPE)) * (2 if dtype == "fp16" else 4)
-    copy_s = image_bytes / (SMALL_BATCH_LINK.copy_GBps(pinned=False) * 1e9)
+    images = next(t for t in est.trace.tensors if t.name == "images")  # in the step's dtype
+    copy_s = SMALL_BATCH_LINK.copy_s(images.nbytes, pinned=False)
     step = (zero_grad + copy_s + est.phase(Phase.FORWARD).time_s
             + est.phase(Phase.BACKWARD).time_s)
     return _result(f"{row['hardware']} {row['model']} {dtype} batch {batch} ({row['run_date']})",

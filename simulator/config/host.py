@@ -12,7 +12,7 @@ from pathlib import Path
 from simulator import resources
 from simulator.config.loader import content_digest, load
 from simulator.errors import InputError
-from simulator.units import BITS_PER_BYTE, GiB
+from simulator.units import BITS_PER_BYTE, GB, GiB
 
 # PCIe: transfer rate per lane (GT/s) and line-code efficiency by generation (PCI-SIG base
 # specifications 1.0-6.0; 6.0's FLIT mode is counted at 242/256)
@@ -83,6 +83,10 @@ class Pcie:
 
     def copy_GBps(self, pinned: bool) -> float:
         return self.raw_GBps * (self.pinned_share if pinned else self.pageable_share)
+
+    def copy_s(self, nbytes: float, pinned: bool) -> float:
+        """Seconds a host-to-device copy of `nbytes` takes from pinned or pageable memory."""
+        return nbytes / (self.copy_GBps(pinned) * GB)
 
 
 @dataclass(frozen=True)

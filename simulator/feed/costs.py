@@ -42,8 +42,7 @@ def batch_bytes_to_gpu(dataset: DatasetSpec, loader: LoaderSpec, batch: int) -> 
 
 def copy_s(dataset: DatasetSpec, loader: LoaderSpec, host: Host, batch: int) -> float:
     """Seconds one batch takes over the host link, from pinned or pageable memory."""
-    return batch_bytes_to_gpu(dataset, loader, batch) / (host.pcie.copy_GBps(loader.pin_memory)
-                                                          * GB)
+    return host.pcie.copy_s(batch_bytes_to_gpu(dataset, loader, batch), loader.pin_memory)
 
 
 def gpu_decode_s(dataset: DatasetSpec, loader: LoaderSpec, batch: int) -> float:
