@@ -257,6 +257,46 @@ def test_the_winograd_transforms_run_as_kernels_of_their_own():
     assert nonfused.launched[1] == library.TILES and fused.launched[1] != library.TILES
 
 
+def _conv_weight_grad(c_in=64, c_out=128, size=28, kernel=3, stride=1):
+    """The weight gradient of _conv's convolution (batch 16): conv, then backward."""
+    b = TraceBuilder("kernel", "fp32", Execution())
+    w = b.parameter("conv.weight", (c_out, c_in, kernel, kernel), matmul_weight=True)
+    x = b.tensor("x", (16, c_in, size, size), Category.INPUT)
+    y = L.conv2d(b, x, w, None, stride, kernel // 2, "conv")
+    b.backward(y)
+    return next(o for o in b.trace().ops if o.name == "conv.grad_weight")
+
+
+def test_the_weight_gradient_of_a_3x3_stride_1_convolution_may_run_non_fused_winograd(t4):
+    """cuDNN's WINOGRAD_NONFUSED weight gradient: the image's and the output gradient's tiles
+    transformed, 36 GEMMs of C_out x C_in over the batch's 4x4 tiles, the 36 points turned
+    back into 3x3 filters: the forward's bytes, the GEMM's roles swapped."""
+    costs = library.conv_costs()
+    n, c_in, c_out, size = 16, 64, 128, 28
+    op = _conv_weight_grad(c_in, c_out, size)
+    assert is_weight_grad(op)
+    algos = {a.name: a for a in conv_algorithms(op, GemmShape(1, 1, 1, 1), True, costs)}
+    assert list(algos) == ["implicit_gemm", "winograd_nonfused_4x4"]  # no fused one
+    nonfused = algos["winograd_nonfused_4x4"]
+    tiles = n * (size // 4) ** 2
+    assert (nonfused.gemm.batch, nonfused.gemm.m, nonfused.gemm.n, nonfused.gemm.k) == \
+        (36, c_out, c_in, tiles)
+    forward = {a.name: a for a in conv_algorithms(_conv(c_in, c_out, size).ops[0],
+                                                  GemmShape(1, 1, 1, 1), True, costs)}
+    assert nonfused.transform_bytes == forward["winograd_nonfused_4x4"].transform_bytes
+    assert nonfused.flops == forward["winograd_nonfused_4x4"].flops
+    assert (nonfused.kernels, nonfused.cudnn_kernel) == (4, False)
+    # implicit GEMM only: strided, 1x1, or on the tensor cores
+    for other in (_conv_weight_grad(stride=2), _conv_weight_grad(kernel=1)):
+        assert [a.name for a in conv_algorithms(other, GemmShape(1, 1, 1, 1), True, costs)] \
+            == ["implicit_gemm"]
+    assert [a.name for a in conv_algorithms(op, GemmShape(1, 1, 1, 1), False, costs)] == \
+        ["implicit_gemm"]
+    # a large image at batch 16: the transform's fourfold saving wins
+    big = _conv_weight_grad(256, 256, 28)
+    assert kernel_compute(t4, big).algorithm == "winograd_nonfused_4x4"
+
+
 def test_the_weight_gradient_is_told_by_its_shapes_under_autocast_too():
     """Batch 64 matches the first layers' 64 channels: the shapes alone must still tell."""
     for precision in (None, "fp16"):

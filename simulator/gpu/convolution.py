@@ -25,6 +25,14 @@ with the ones below, each a GEMM through the library's kernel family (gpu/librar
   transforms beside the GEMM, as NeuSight's profiles list them): worth it when channels are
   many. The GEMM is cuBLAS's SGEMM (volta_sgemm_128x64_nn and its kin in those profiles),
   with cuBLAS's tiles and per-tile overhead.
+- Winograd F(4x4, 3x3), non-fused, for the weight gradient of a 3x3, stride-1 convolution
+  (CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, cuDNN API reference,
+  cudnnConvolutionBwdFilterAlgo_t: docs.nvidia.com/deeplearning/cudnn/api): the input's
+  tiles (winogradWgradData4x4) and the output gradient's (winogradWgradDelta4x4) go through
+  the same 36-point transforms, 36 GEMMs of C_out x C_in summed over the batch's tiles
+  (K = batch x 4x4 tiles) give the transformed filter gradient, and winogradWgradOutput4x4
+  turns its 36 points back into 3x3 filters: the forward's arithmetic and bytes, the roles
+  swapped. cuDNN has no fused Winograd for the weight gradient.
 
 Transform kernels move their bytes at a share of the DRAM's peak (ConvCosts.
 transform_bandwidth); every kernel adds a fixed time (ConvCosts.kernel_us).
@@ -101,12 +109,20 @@ def is_weight_grad(op: Op) -> bool:
 
 
 def winograd_geometry(op: Op) -> tuple[int, int, int, int, int] | None:
-    """(batch, C_in, C_out, P, Q) of a 3x3, stride-1 forward or data-gradient convolution
-    (P x Q its output, the same size as its input); None for any other."""
+    """(batch, C_in, C_out, P, Q) of a 3x3, stride-1 convolution, forward, data gradient or
+    weight gradient (C_in and C_out as the op runs them: a data gradient's C_in is the
+    forward's output channels; P x Q the image, the same size in and out); None for any
+    other."""
     if op.kind != "conv" or len(op.reads) < 2 or not op.writes:
         return None
+    if is_weight_grad(op):  # reads (gy, x), writes the weight's gradient
+        gy, x, w = op.reads[0].tensor, op.reads[1].tensor, op.writes[0].tensor
+        if w.shape[2:] != (3, 3) or gy.shape[2:] != x.shape[2:]:
+            return None
+        n, c_out, p, q = gy.shape
+        return n, x.shape[1], c_out, p, q
     src, w, out = op.reads[0].tensor, op.reads[1].tensor, op.writes[0].tensor
-    if len(w.shape) != 4 or w.shape[2:] != (3, 3) or is_weight_grad(op):
+    if len(w.shape) != 4 or w.shape[2:] != (3, 3):
         return None
     if len(src.shape) != 4 or len(out.shape) != 4 or src.shape[2:] != out.shape[2:]:
         return None
@@ -139,6 +155,18 @@ def conv_algorithms(op: Op, implicit: GemmShape, simt: bool,
     n, c_in, c_out, p, q = geometry
     elem = DTYPE_BYTES[op.reads[0].tensor.dtype]
     image, filters, output = n * c_in * p * q, c_in * c_out, n * c_out * p * q
+    tiles4 = n * math.ceil(p / 4) * math.ceil(q / 4)
+    # non-fused: data, filter and output transforms, each a kernel reading its source and
+    # writing the 36-point transform (the output one the reverse), around a cuBLAS SGEMM; for
+    # the weight gradient the image's and the output gradient's tiles are transformed and the
+    # filters come out of the last transform
+    moved = (image + 36 * tiles4 * c_in + 9 * filters + 36 * filters +
+             36 * tiles4 * c_out + output) * elem
+    if is_weight_grad(op):
+        out.append(ConvAlgorithm("winograd_nonfused_4x4", GemmShape(36, c_out, c_in, tiles4),
+                                 moved, costs.winograd_nonfused, kernels=4,
+                                 cudnn_kernel=False))
+        return out
     tiles2 = n * math.ceil(p / 2) * math.ceil(q / 2)
     blocks = GemmShape(1, n * math.ceil(p / 8) * math.ceil(q / 16) * FUSED_WINOGRAD_TILE,
                        math.ceil(c_out / FUSED_WINOGRAD_CHANNELS) * FUSED_WINOGRAD_TILE, c_in)
@@ -147,11 +175,6 @@ def conv_algorithms(op: Op, implicit: GemmShape, simt: bool,
     out.append(ConvAlgorithm("winograd_fused_2x2", GemmShape(1, tiles2, c_out, 16 * c_in),
                              (9 + 16) * filters * elem, costs.winograd_fused, kernels=2,
                              blocks=blocks))
-    # non-fused: data, filter and output transforms, each a kernel reading its source and
-    # writing the 36-point transform (the output one the reverse), around a cuBLAS SGEMM
-    tiles4 = n * math.ceil(p / 4) * math.ceil(q / 4)
-    moved = (image + 36 * tiles4 * c_in + 9 * filters + 36 * filters +
-             36 * tiles4 * c_out + output) * elem
     out.append(ConvAlgorithm("winograd_nonfused_4x4", GemmShape(36, tiles4, c_out, c_in),
                              moved, costs.winograd_nonfused, kernels=4, cudnn_kernel=False))
     return out
