@@ -165,3 +165,32 @@ def test_the_python_api_the_readme_shows():
 
     assert load_hardware("t4").name == "t4" and load_host("hdd-server").name == "hdd-server"
     assert analyze(load_workload("cnn"), "t4", fidelity="analytic").fits
+
+
+# the run excerpts the docs show: (document, the sentence naming its command); the block after
+_EXCERPTS = (
+    ("README.md", "An excerpt of `run resnet50 --hardware a10 --host sata-ssd-server`:"),
+    ("commands.md", "An excerpt of `run workloads/transformer.json` (the T4, the default):"))
+_FIGURE = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
+
+
+@pytest.mark.parametrize("doc, lead", _EXCERPTS, ids=[d for d, _ in _EXCERPTS])
+def test_the_run_excerpts_show_what_run_prints(doc, lead, capsys):
+    """Every figure of a documented `run` excerpt is in what that command prints at HEAD: a
+    change of model or output that moves one leaves the docs stale, and this says which."""
+    from simulator.cli import main
+
+    path = next(p for p in DOCS if p.name == doc)
+    text = path.read_text()
+    assert lead in text, f"{doc}: no excerpt introduced by {lead!r}"
+    block = re.search(r"```\n(.*?)```", text[text.index(lead):], re.S).group(1)
+    command = re.search(r"`run ([^`]*)`", lead).group(1)
+    here = os.getcwd()
+    os.chdir(REPO)
+    try:
+        assert main(["run", *shlex.split(command)]) == 0
+    finally:
+        os.chdir(here)
+    printed = set(_FIGURE.findall(capsys.readouterr().out))
+    stale = [f for f in _FIGURE.findall(block) if f not in printed]
+    assert not stale, f"{doc}: `run {command}` no longer prints {stale}"
