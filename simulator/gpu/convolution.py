@@ -146,35 +146,34 @@ def conv_algorithms(op: Op, implicit: GemmShape, simt: bool,
     """The algorithms cuDNN may pick for this convolution (`implicit`: its implicit GEMM;
     `simt`: FP32 on the CUDA cores, where the Winograd ones apply)."""
     transposes = 0 if simt else nchw_transpose_bytes(op)
+    weight_grad = is_weight_grad(op)
     # cuDNN's implicit GEMM: a kernel computing the gather's offsets, then the GEMM
-    out = [ConvAlgorithm("implicit_gemm", implicit, transposes, split_k=is_weight_grad(op),
-                         kernels=2)]
+    out = [ConvAlgorithm("implicit_gemm", implicit, transposes, split_k=weight_grad, kernels=2)]
     geometry = winograd_geometry(op) if simt else None
     if geometry is None:
         return out
     n, c_in, c_out, p, q = geometry
     elem = DTYPE_BYTES[op.reads[0].tensor.dtype]
     image, filters, output = n * c_in * p * q, c_in * c_out, n * c_out * p * q
-    tiles4 = n * math.ceil(p / 4) * math.ceil(q / 4)
+    if not weight_grad:  # cuDNN has no fused Winograd weight gradient
+        tiles2 = n * math.ceil(p / 2) * math.ceil(q / 2)
+        blocks = GemmShape(1, n * math.ceil(p / 8) * math.ceil(q / 16) * FUSED_WINOGRAD_TILE,
+                           math.ceil(c_out / FUSED_WINOGRAD_CHANNELS) * FUSED_WINOGRAD_TILE,
+                           c_in)
+        # fused: a kernel turns the 3x3 filters into 4x4 ones (read 9, write 16 per filter),
+        # then the main kernel transforms the image tiles and the outputs in place
+        out.append(ConvAlgorithm("winograd_fused_2x2", GemmShape(1, tiles2, c_out, 16 * c_in),
+                                 (9 + 16) * filters * elem, costs.winograd_fused, kernels=2,
+                                 blocks=blocks))
     # non-fused: data, filter and output transforms, each a kernel reading its source and
     # writing the 36-point transform (the output one the reverse), around a cuBLAS SGEMM; for
-    # the weight gradient the image's and the output gradient's tiles are transformed and the
-    # filters come out of the last transform
+    # the weight gradient the image's and the output gradient's tiles are transformed, the
+    # GEMM sums over the tiles, and the filters come out of the last transform
+    tiles4 = n * math.ceil(p / 4) * math.ceil(q / 4)
     moved = (image + 36 * tiles4 * c_in + 9 * filters + 36 * filters +
              36 * tiles4 * c_out + output) * elem
-    if is_weight_grad(op):
-        out.append(ConvAlgorithm("winograd_nonfused_4x4", GemmShape(36, c_out, c_in, tiles4),
-                                 moved, costs.winograd_nonfused, kernels=4,
-                                 cudnn_kernel=False))
-        return out
-    tiles2 = n * math.ceil(p / 2) * math.ceil(q / 2)
-    blocks = GemmShape(1, n * math.ceil(p / 8) * math.ceil(q / 16) * FUSED_WINOGRAD_TILE,
-                       math.ceil(c_out / FUSED_WINOGRAD_CHANNELS) * FUSED_WINOGRAD_TILE, c_in)
-    # fused: a kernel turns the 3x3 filters into 4x4 ones (read 9, write 16 per filter), then
-    # the main kernel transforms the image tiles and the outputs in place
-    out.append(ConvAlgorithm("winograd_fused_2x2", GemmShape(1, tiles2, c_out, 16 * c_in),
-                             (9 + 16) * filters * elem, costs.winograd_fused, kernels=2,
-                             blocks=blocks))
-    out.append(ConvAlgorithm("winograd_nonfused_4x4", GemmShape(36, tiles4, c_out, c_in),
-                             moved, costs.winograd_nonfused, kernels=4, cudnn_kernel=False))
+    gemm = (GemmShape(36, c_out, c_in, tiles4) if weight_grad
+            else GemmShape(36, tiles4, c_out, c_in))
+    out.append(ConvAlgorithm("winograd_nonfused_4x4", gemm, moved, costs.winograd_nonfused,
+                             kernels=4, cudnn_kernel=False))
     return out
