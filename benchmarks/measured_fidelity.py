@@ -73,7 +73,7 @@ from simulator.sweep.execute import worker_start  # noqa: E402
 from simulator.threads import usable_cpus  # noqa: E402
 from simulator.workload import layers as L  # noqa: E402
 from simulator.workload.allocator import place  # noqa: E402
-from simulator.workload.builder import TraceBuilder  # noqa: E402
+from simulator.workload.builder import ZERO_GRAD_PREFIX, TraceBuilder  # noqa: E402
 from simulator.workload.generate import build_trace  # noqa: E402
 from simulator.workload.trace import Category, Op, Pattern, Phase, Trace, Unit  # noqa: E402
 
@@ -638,7 +638,7 @@ def _small_batch_case(job: tuple[dict, str]) -> dict:
                        "execution": {"zero_grad": "zeros"}}
     est = analyze(_workload(raw, row["model"]), _card(row["hardware"]),
                   fidelity=fidelity).estimate
-    zero_grad = sum(o.time_s for o in est.ops if o.op.name.startswith("zero_grad."))
+    zero_grad = sum(o.time_s for o in est.ops if o.op.name.startswith(ZERO_GRAD_PREFIX))
     images = next(t for t in est.trace.tensors if t.name == "images")  # in the step's dtype
     copy_s = SMALL_BATCH_LINK.copy_s(images.nbytes, pinned=False)
     step = (zero_grad + copy_s + est.phase(Phase.FORWARD).time_s

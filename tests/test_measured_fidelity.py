@@ -9,6 +9,7 @@ from simulator.config.hardware import load_hardware
 from simulator.gpu.dispatch import dispatch_s
 from simulator.pipeline import analyze
 from simulator.replay import replay
+from simulator.workload.builder import ZERO_GRAD_PREFIX
 from simulator.workload.trace import Phase
 
 
@@ -213,7 +214,7 @@ def test_a_small_batch_step_is_what_the_benchmark_times(harness):
                        "execution": {"zero_grad": "zeros"}}
     est = analyze(harness._workload(raw, "resnet50"), load_hardware("rtx-2080-ti"),
                   fidelity="analytic").estimate
-    fills = [o for o in est.ops if o.op.name.startswith("zero_grad.")]
+    fills = [o for o in est.ops if o.op.name.startswith(ZERO_GRAD_PREFIX)]
     assert len(fills) == len(est.trace.parameters) == 161
     copy_s = 12 * 3 * 224 * 224 * 2 / (15.754e9 * 0.5)  # PCIe 3.0 x16, pageable
     expected = (sum(o.time_s for o in fills) + copy_s + est.phase(Phase.FORWARD).time_s

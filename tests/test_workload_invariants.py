@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from simulator.config.workload import parse_workload
 from simulator.workload.allocator import place
+from simulator.workload.builder import ZERO_GRAD_PREFIX
 from simulator.workload.generate import build_trace
 from simulator.workload.memory import profile
 from simulator.workload.trace import PERSISTENT, Category, Phase
@@ -81,13 +82,13 @@ def test_any_step_is_consistent(raw):
                for a in op.reads + op.writes)
     if spec.execution.zero_grad == "zeros":  # each .grad kept, added into, zeroed once
         assert sorted(trace.held_gradients) == sorted(g.id for g in grads)
-        zeroed = [a.tensor.id for op in trace.ops if op.name.startswith("zero_grad.")
+        zeroed = [a.tensor.id for op in trace.ops if op.name.startswith(ZERO_GRAD_PREFIX)
                   for a in op.writes]
         assert sorted(zeroed) == sorted(trace.held_gradients)
-        assert trace.ops[-1].name.startswith("zero_grad.")
+        assert trace.ops[-1].name.startswith(ZERO_GRAD_PREFIX)
     else:
         assert not trace.held_gradients
-        assert not any(op.name.startswith("zero_grad.") for op in trace.ops)
+        assert not any(op.name.startswith(ZERO_GRAD_PREFIX) for op in trace.ops)
     mem = profile(trace)
     assert (mem.during >= 0).all() and sum(mem.at_peak.values()) == mem.peak_bytes
     persistent = sum(t.nbytes for t in trace.tensors if t.alias_of is None
@@ -138,7 +139,7 @@ def test_zero_grad_zeros_keeps_each_gradient_and_adds_into_it():
         (held,) = op.writes
         assert held.tensor.id in grads and held.tensor.id in {a.tensor.id for a in op.reads}
         assert op.bytes_read == 2 * held.nbytes and op.phase is Phase.BACKWARD
-    fills = [op for op in zeros.ops if op.name.startswith("zero_grad.")]
+    fills = [op for op in zeros.ops if op.name.startswith(ZERO_GRAD_PREFIX)]
     assert [op.writes[0].tensor.id for op in fills] == list(zeros.held_gradients)
     assert all(op.bytes_read == 0 and op.phase is Phase.OPTIMIZER for op in fills)
     assert len(zeros.ops) == len(none.ops) + len(adds) + len(fills)

@@ -25,6 +25,8 @@ from simulator.workload.trace import (
 )
 
 AccessLike = Tensor | Access
+# the name before a kept gradient's own of each fill kernel zero_grad(set_to_none=False) runs
+ZERO_GRAD_PREFIX = "zero_grad."
 
 
 def _access(a: AccessLike) -> Access:
@@ -188,7 +190,7 @@ class TraceBuilder:
         """optimizer.zero_grad() with set_to_none=False: each kept .grad filled with zeros by a
         kernel of its own (the loop over parameters runs in Python)."""
         for g in self.held_gradients:
-            self.op(f"zero_grad.{g.name}", "elementwise", [], [g])
+            self.op(f"{ZERO_GRAD_PREFIX}{g.name}", "elementwise", [], [g])
 
     def checkpointed(self, level: str, fn: Callable[[], Tensor]) -> Tensor:
         """Run fn (a block's forward) under torch.utils.checkpoint when the workload asks for
