@@ -175,3 +175,17 @@ def test_capacity_less_ecc_is_what_nvidia_smi_reports(card, mib):
     pull 2797): within 0.1 % (the driver keeps a few MiB more)."""
     m = load_hardware(card).memory
     assert (m.capacity_bytes - m.ecc_reserved_bytes) / 2**20 == pytest.approx(mib, rel=1e-3)
+
+
+@pytest.mark.parametrize("name", [n for n in hardware_names()
+                                  if load_hardware(n).boost_clock_mhz is not None])
+def test_the_fp32_peak_over_the_fp32_lanes_gives_the_stated_boost_clock(name):
+    """rated_boost_mhz reads a card's boost clock off its FP32 peak where the file states none:
+    on every file that states one, the lanes per SM give that clock back."""
+    import dataclasses
+
+    from simulator.gpu.clocks import rated_boost_mhz
+
+    hw = load_hardware(name)
+    derived = rated_boost_mhz(dataclasses.replace(hw, boost_clock_mhz=None))
+    assert derived == pytest.approx(hw.boost_clock_mhz, rel=2e-3)

@@ -635,3 +635,19 @@ def test_foreach_lists_walk_in_step():
     # t0's and t3's first requests come together, before anything of t1 or t4
     tensor = r.address // (1 << 20)
     assert set(tensor[:8]) == {0, 3}
+
+
+def test_an_estimated_l2_bandwidth_follows_the_sms_not_the_dram():
+    """Without a measured figure the L2 of an NVIDIA graphics chip delivers bytes per SM per
+    clock: a what-if of faster DRAM leaves it, more SMs raise it; a measured figure wins."""
+    from simulator.gpu.l2 import L2_BYTES_PER_SM_CYCLE, l2_bandwidth_Bps
+
+    t4 = load_hardware("t4")
+    bps, measured = l2_bandwidth_Bps(t4)
+    assert not measured
+    assert bps == pytest.approx(L2_BYTES_PER_SM_CYCLE * 40 * 1590e6)
+    faster = dataclasses.replace(t4, memory=dataclasses.replace(t4.memory, data_rate_gbps=16.0))
+    assert faster.peak_bandwidth_Bps > t4.peak_bandwidth_Bps
+    assert l2_bandwidth_Bps(faster)[0] == bps
+    assert l2_bandwidth_Bps(dataclasses.replace(t4, sm_count=80))[0] == pytest.approx(2 * bps)
+    assert l2_bandwidth_Bps(load_hardware("a40")) == (2430e9, True)

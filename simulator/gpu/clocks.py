@@ -40,7 +40,13 @@ from dataclasses import dataclass
 from scipy.optimize import brentq
 
 from simulator.config.hardware import Hardware
+from simulator.gpu.occupancy import chip_limits
 
+# FP32 lanes per SM by compute capability: 32-bit floating-point add, multiply and
+# multiply-add results per clock per SM (NVIDIA CUDA C++ Programming Guide, "Arithmetic
+# Instructions")
+FP32_LANES_PER_SM = {"6.0": 64, "6.1": 128, "7.0": 64, "7.5": 64, "8.0": 64, "8.6": 128,
+                     "8.9": 128, "9.0": 128}
 # Time constant of GPU Boost's response to load, seconds (see the module docstring).
 POWER_RESPONSE_S = 0.75e-3
 # The sustained clock on zero operands against random ones (see the module docstring).
@@ -75,6 +81,18 @@ class Clocks:
 
 def clocks(hw: Hardware) -> Clocks:
     return Clocks(hw.boost_clock_mhz, hw.sustained_clock_mhz)
+
+
+def rated_boost_mhz(hw: Hardware) -> float | None:
+    """The boost clock the datasheet peaks are counted at: the file's, else its FP32 peak over
+    the FP32 lanes of its SMs (an NVIDIA chip of known compute capability); None otherwise."""
+    if hw.boost_clock_mhz:
+        return hw.boost_clock_mhz
+    limits = chip_limits(hw.chip) if hw.vendor == "NVIDIA" and hw.chip else None
+    fp32 = hw.peak_tflops.get("fp32")
+    if limits is None or not fp32 or not hw.sm_count or limits[0] not in FP32_LANES_PER_SM:
+        return None
+    return fp32 * 1e12 / (2 * FP32_LANES_PER_SM[limits[0]] * hw.sm_count) / 1e6
 
 
 class ClockState:

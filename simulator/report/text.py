@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from simulator.config.hardware import Hardware, peak_unit
 from simulator.estimate import OpTime, StepEstimate
+from simulator.gpu.clocks import rated_boost_mhz
 from simulator.gpu.compute import launch_overhead_s
-from simulator.gpu.l2 import ESTIMATED_L2_TO_DRAM_BANDWIDTH
+from simulator.gpu.l2 import l2_bandwidth_basis
 from simulator.gpu.model import compute_settings
 from simulator.pipeline import RunResult
 from simulator.replay import separation
@@ -48,7 +49,11 @@ def compute_lines(hw: Hardware, eager: bool = True, host_waits: int = 0,
                  f"{held / clk['boost_MHz']:.2f}; GPU Boost response "
                  f"{clk['power_response_ms']:.2g} ms)")
     else:
-        clock = "SM clock: the rated boost (the hardware file states no sustained clock)"
+        boost = rated_boost_mhz(hw)
+        clock = ("SM clock: the rated boost"
+                 + (f", {boost:.0f} MHz by the FP32 peak" if boost else "")
+                 + " (the hardware file states no sustained clock; a board's own: sweep "
+                 "--vary sustained_clock_mhz=...)")
     host = c["host_dispatch_us_by_op_kind"]
     tf32 = c["library"]["family_by_peak"].get("tf32_tensor")
     return [f"Compute   {clock}",
@@ -379,9 +384,9 @@ def bottleneck_lines(est: StepEstimate) -> list[str]:
                      "of the same traffic shape, measured at its addresses: their own can meet "
                      "other bank conflicts (dram_simulated_requests 0 in --json)")
     lines.append(f"  L2 ceiling {d.l2_bandwidth_GBps:.0f} GB/s ("
-                 + ("measured" if d.l2_bandwidth_measured else
-                    f"estimated at {ESTIMATED_L2_TO_DRAM_BANDWIDTH:g} x DRAM peak; set "
-                    "cache.l2_bandwidth_GBps in the hardware file")
+                 + l2_bandwidth_basis(est.hardware)
+                 + ("" if d.l2_bandwidth_measured else
+                    "; set cache.l2_bandwidth_GBps in the hardware file")
                  + f"); cache for reuse {fmt_bytes(d.cache_bytes)}")
     if not d.fits:
         lines.append("  the allocator's reserved peak exceeds capacity: addresses wrap round "
