@@ -110,6 +110,23 @@ def test_invalid_axes_fail_before_anything_runs(tmp_path, capsys, monkeypatch, v
     assert not (tmp_path / "out").exists()
 
 
+def test_a_sustained_clock_on_a_card_stating_no_clocks_takes_its_rated_boost():
+    """A GeForce file states no clocks: a sustained clock set on it runs beside the boost
+    clock its peaks are counted at, read off its FP32 peak (1545 MHz on the RTX 2080 Ti); an
+    AMD card's boost must be given."""
+    from simulator.config.loader import read_json
+    from simulator.sweep.params import apply
+
+    ti = read_json(REPO / "hardware" / "rtx-2080-ti.json")
+    hw = apply(ti, {"sustained_clock_mhz": 1922}, "command line")
+    assert (hw.boost_clock_mhz, hw.sustained_clock_mhz) == (pytest.approx(1545.3), 1922)
+    xtx = read_json(REPO / "hardware" / "rx-7900-xtx.json")
+    with pytest.raises(InputError, match="vary boost_clock_mhz too"):
+        apply(xtx, {"sustained_clock_mhz": 2000}, "command line")
+    hw = apply(xtx, {"sustained_clock_mhz": 2000, "boost_clock_mhz": 2500}, "command line")
+    assert (hw.boost_clock_mhz, hw.sustained_clock_mhz) == (2500, 2000)
+
+
 def test_sweep_file(tmp_path, write_json):
     path = write_json({"format_version": 1, "name": "mem", "hardware": "a40",
                        "workloads": ["cnn", "stream"], "fidelity": "analytic",

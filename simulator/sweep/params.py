@@ -21,6 +21,7 @@ from simulator.config.hardware import (
 )
 from simulator.config.loader import schema, validate
 from simulator.errors import InputError
+from simulator.gpu.clocks import rated_boost_mhz
 
 # short name -> path in the hardware file
 ALIASES = {
@@ -32,6 +33,7 @@ ALIASES = {
     "l2_bytes": "cache.l2_bytes",
     "l2_bandwidth_GBps": "cache.l2_bandwidth_GBps",
     "sm_count": "compute.sm_count",
+    "boost_clock_mhz": "compute.clocks_mhz.boost",
     "sustained_clock_mhz": "compute.clocks_mhz.sustained",
     "ecc": "memory.ecc",
     "kernel_launch_overhead_us": "compute.kernel_launch_overhead_us",
@@ -81,12 +83,30 @@ def apply(raw: dict, settings: dict[str, Any], where: str, compared: bool = Fals
         if path[-1] in ("bus_width_bits", "clamshell") and path[0] == "memory":
             _fill_bus(edited["memory"])
     try:
+        _fill_boost(edited, f"{raw['name']}.json")
         validate(edited, "hardware", where)
         return parse_hardware(edited, f"{raw['name']}.json")
     except InputError as exc:
         on = f" on {raw['name']}" if compared else ""
         raise InputError(f"{exc.message} (with {describe(settings)}{on})", file=where,
                          path=exc.path) from None
+
+
+def _fill_boost(edited: dict, name: str) -> None:
+    """A sustained clock set on a card whose file states no clocks: the boost clock beside it
+    is the one its peaks are counted at (gpu/clocks.py rated_boost_mhz), so that a GeForce
+    board's own clock can be tried without writing a file."""
+    clocks = edited.get("compute", {}).get("clocks_mhz")
+    if not isinstance(clocks, dict) or "boost" in clocks or "sustained" not in clocks:
+        return
+    probe = copy.deepcopy(edited)
+    del probe["compute"]["clocks_mhz"]
+    boost = rated_boost_mhz(parse_hardware(probe, name))
+    if boost is None:
+        raise InputError("a sustained clock needs the boost clock its peaks are counted at, "
+                         "which this card's file does not state and its FP32 lanes per SM do "
+                         "not give; vary boost_clock_mhz too", path="$.compute.clocks_mhz")
+    clocks["boost"] = round(boost, 1)
 
 
 def _fill_bus(m: dict) -> None:
