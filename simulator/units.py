@@ -9,6 +9,7 @@ MiB = 2**20
 KiB = 2**10
 TERA = 1e12
 GIGA = 1e9
+MEGA = 1e6  # Hz per MHz
 
 BITS_PER_BYTE = 8
 BITS_PER_PIN_PER_CK = 8  # GDDR6: each DQ pin moves 8 bits per CK cycle (data rate = 8 x f_CK)

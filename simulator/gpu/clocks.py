@@ -41,6 +41,7 @@ from scipy.optimize import brentq
 
 from simulator.config.hardware import Hardware
 from simulator.gpu.occupancy import chip_limits
+from simulator.units import MEGA, TERA
 
 # FP32 lanes per SM by compute capability: 32-bit floating-point add, multiply and
 # multiply-add results per clock per SM (NVIDIA CUDA C++ Programming Guide, "Arithmetic
@@ -92,7 +93,7 @@ def rated_boost_mhz(hw: Hardware) -> float | None:
     fp32 = hw.peak_tflops.get("fp32")
     if limits is None or not fp32 or not hw.sm_count or limits[0] not in FP32_LANES_PER_SM:
         return None
-    return fp32 * 1e12 / (2 * FP32_LANES_PER_SM[limits[0]] * hw.sm_count) / 1e6
+    return fp32 * TERA / (2 * FP32_LANES_PER_SM[limits[0]] * hw.sm_count) / MEGA
 
 
 class ClockState:

@@ -50,7 +50,7 @@ from simulator.config.hardware import Hardware
 from simulator.gpu.clocks import rated_boost_mhz
 from simulator.gpu.compute import TILED_KINDS
 from simulator.gpu.occupancy import chip_limits, resident_blocks
-from simulator.units import GB
+from simulator.units import GB, MEGA
 from simulator.workload.trace import DTYPE_BYTES, Access, Op
 
 # When no L2 bandwidth is measured for a card. The L2 feeds the SMs, so its bandwidth follows
@@ -115,7 +115,7 @@ def l2_bandwidth_Bps(hw: Hardware) -> tuple[float, bool]:
         return hw.l2_bandwidth_GBps * GB, True
     boost = _graphics_boost_mhz(hw)
     if boost is not None:
-        return L2_BYTES_PER_SM_CYCLE * hw.sm_count * boost * 1e6, False
+        return L2_BYTES_PER_SM_CYCLE * hw.sm_count * boost * MEGA, False
     return ESTIMATED_L2_TO_DRAM_BANDWIDTH * hw.peak_bandwidth_Bps, False
 
 

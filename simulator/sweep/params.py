@@ -83,7 +83,7 @@ def apply(raw: dict, settings: dict[str, Any], where: str, compared: bool = Fals
         if path[-1] in ("bus_width_bits", "clamshell") and path[0] == "memory":
             _fill_bus(edited["memory"])
     try:
-        _fill_boost(edited, f"{raw['name']}.json")
+        _fill_boost(edited, f"{raw['name']}.json", where)
         validate(edited, "hardware", where)
         return parse_hardware(edited, f"{raw['name']}.json")
     except InputError as exc:
@@ -92,7 +92,7 @@ def apply(raw: dict, settings: dict[str, Any], where: str, compared: bool = Fals
                          path=exc.path) from None
 
 
-def _fill_boost(edited: dict, name: str) -> None:
+def _fill_boost(edited: dict, name: str, where: str) -> None:
     """A sustained clock set on a card whose file states no clocks: the boost clock beside it
     is the one its peaks are counted at (gpu/clocks.py rated_boost_mhz), so that a GeForce
     board's own clock can be tried without writing a file."""
@@ -101,6 +101,7 @@ def _fill_boost(edited: dict, name: str) -> None:
         return
     probe = copy.deepcopy(edited)
     del probe["compute"]["clocks_mhz"]
+    validate(probe, "hardware", where)
     boost = rated_boost_mhz(parse_hardware(probe, name))
     if boost is None:
         raise InputError("a sustained clock needs the boost clock its peaks are counted at, "
