@@ -637,17 +637,17 @@ def test_foreach_lists_walk_in_step():
     assert set(tensor[:8]) == {0, 3}
 
 
-def test_an_estimated_l2_bandwidth_follows_the_sms_not_the_dram():
-    """Without a measured figure the L2 of an NVIDIA graphics chip delivers bytes per SM per
-    clock: a what-if of faster DRAM leaves it, more SMs raise it; a measured figure wins."""
-    from simulator.gpu.l2 import L2_BYTES_PER_SM_CYCLE, l2_bandwidth_Bps
 
-    t4 = load_hardware("t4")
-    bps, measured = l2_bandwidth_Bps(t4)
-    assert not measured
-    assert bps == pytest.approx(L2_BYTES_PER_SM_CYCLE * 40 * 1590e6)
-    faster = dataclasses.replace(t4, memory=dataclasses.replace(t4.memory, data_rate_gbps=16.0))
-    assert faster.peak_bandwidth_Bps > t4.peak_bandwidth_Bps
-    assert l2_bandwidth_Bps(faster)[0] == bps
-    assert l2_bandwidth_Bps(dataclasses.replace(t4, sm_count=80))[0] == pytest.approx(2 * bps)
-    assert l2_bandwidth_Bps(load_hardware("a40")) == (2430e9, True)
+def test_a_measured_l2_bandwidth_wins_over_the_estimate():
+    """The A40's file states what gpu-benches measured of its L2; the T4's states none and
+    takes 6 x its DRAM peak, and `run` says which."""
+    from simulator.gpu.l2 import (
+        ESTIMATED_L2_TO_DRAM_BANDWIDTH,
+        l2_bandwidth_basis,
+        l2_bandwidth_Bps,
+    )
+
+    a40, t4 = load_hardware("a40"), load_hardware("t4")
+    assert l2_bandwidth_Bps(a40) == (2430e9, True) and l2_bandwidth_basis(a40) == "measured"
+    assert l2_bandwidth_Bps(t4) == (ESTIMATED_L2_TO_DRAM_BANDWIDTH * t4.peak_bandwidth_Bps, False)
+    assert "6 x DRAM peak" in l2_bandwidth_basis(t4)

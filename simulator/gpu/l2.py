@@ -47,24 +47,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from simulator.config.hardware import Hardware
-from simulator.gpu.clocks import rated_boost_mhz
 from simulator.gpu.compute import TILED_KINDS
-from simulator.gpu.occupancy import chip_limits, resident_blocks
-from simulator.units import GB, MEGA
+from simulator.gpu.occupancy import resident_blocks
+from simulator.units import GB
 from simulator.workload.trace import DTYPE_BYTES, Access, Op
 
-# When no L2 bandwidth is measured for a card. The L2 feeds the SMs, so its bandwidth follows
-# their number and clock, not the DRAM's: NVIDIA's graphics chips (compute capabilities
-# `GRAPHICS_CAPABILITIES`) deliver about `L2_BYTES_PER_SM_CYCLE` bytes per SM per cycle of the
-# boost clock, the mean of the two measured (github.com/te42kyfo/gpu-benches at 1c36d50): an
-# A40 (GA102, 84 SMs) 2430 GB/s at 1725-1740 MHz, 16.7 (gpu-cache/a40.txt), an L40 (AD102,
-# 142 SMs) 5250 GB/s at its 2490 MHz boost, 14.8 (gpu-l2-cache/l40.txt). Their ratio to the
-# DRAM peak differs threefold (A40 3.5, L40 6.1). NVIDIA's data-centre chips move about
-# twice as much per SM (A100 35, H100 35-38), and run on HBM, which the replay does not take.
-L2_BYTES_PER_SM_CYCLE = 15.8
-GRAPHICS_CAPABILITIES = ("7.5", "8.6", "8.9")
-# Where neither is known (AMD's cards without a measurement): this multiple of the DRAM peak,
-# the L40's ratio.
+# When no L2 bandwidth is measured for a card: this multiple of its DRAM peak, the L40's
+# measured ratio (about 5.25 TB/s over 864 GB/s: gpu-benches' gpu-l2-cache and its DRAM
+# stream on the L40, github.com/te42kyfo/gpu-benches at 1c36d50).
 ESTIMATED_L2_TO_DRAM_BANDWIDTH = 6.0
 # A row re-read's reuse distance as multiples of the bytes of the rows in flight: spread evenly
 # between these two (fitted by benchmarks/fit_row_reuse.py; the module docstring)
@@ -113,9 +103,6 @@ def l2_bandwidth_Bps(hw: Hardware) -> tuple[float, bool]:
     """(bytes per second, measured?)."""
     if hw.l2_bandwidth_GBps:
         return hw.l2_bandwidth_GBps * GB, True
-    boost = _graphics_boost_mhz(hw)
-    if boost is not None:
-        return L2_BYTES_PER_SM_CYCLE * hw.sm_count * boost * MEGA, False
     return ESTIMATED_L2_TO_DRAM_BANDWIDTH * hw.peak_bandwidth_Bps, False
 
 
@@ -123,19 +110,7 @@ def l2_bandwidth_basis(hw: Hardware) -> str:
     """How the card's L2 bandwidth was found, as `run` says it."""
     if hw.l2_bandwidth_GBps:
         return "measured"
-    boost = _graphics_boost_mhz(hw)
-    if boost is not None:
-        return (f"estimated at {L2_BYTES_PER_SM_CYCLE:g} B per SM per cycle, {hw.sm_count} SMs "
-                f"at {boost:.0f} MHz, as an A40 and an L40 measure")
     return f"estimated at {ESTIMATED_L2_TO_DRAM_BANDWIDTH:g} x DRAM peak"
-
-
-def _graphics_boost_mhz(hw: Hardware) -> float | None:
-    """The boost clock of an NVIDIA graphics chip (`GRAPHICS_CAPABILITIES`); None for others."""
-    limits = chip_limits(hw.chip) if hw.vendor == "NVIDIA" and hw.chip else None
-    if limits is None or limits[0] not in GRAPHICS_CAPABILITIES or not hw.sm_count:
-        return None
-    return rated_boost_mhz(hw)
 
 
 def tiled_read_bytes(op: Op, capacity: int) -> int:
