@@ -106,13 +106,6 @@ def l2_bandwidth_Bps(hw: Hardware) -> tuple[float, bool]:
     return ESTIMATED_L2_TO_DRAM_BANDWIDTH * hw.peak_bandwidth_Bps, False
 
 
-def l2_bandwidth_basis(hw: Hardware) -> str:
-    """How the card's L2 bandwidth was found, as `run` says it."""
-    if hw.l2_bandwidth_GBps:
-        return "measured"
-    return f"estimated at {ESTIMATED_L2_TO_DRAM_BANDWIDTH:g} x DRAM peak"
-
-
 def tiled_read_bytes(op: Op, capacity: int) -> int:
     """Least DRAM reads of a blocked GEMM or convolution with this cache (0 when unknown)."""
     if op.kind not in TILED_KINDS or not op.flops or capacity <= 0:

@@ -6,7 +6,7 @@ from simulator.config.hardware import Hardware, peak_unit
 from simulator.estimate import OpTime, StepEstimate
 from simulator.gpu.clocks import rated_boost_mhz
 from simulator.gpu.compute import launch_overhead_s
-from simulator.gpu.l2 import l2_bandwidth_basis
+from simulator.gpu.l2 import ESTIMATED_L2_TO_DRAM_BANDWIDTH
 from simulator.gpu.model import compute_settings
 from simulator.pipeline import RunResult
 from simulator.replay import separation
@@ -384,9 +384,9 @@ def bottleneck_lines(est: StepEstimate) -> list[str]:
                      "of the same traffic shape, measured at its addresses: their own can meet "
                      "other bank conflicts (dram_simulated_requests 0 in --json)")
     lines.append(f"  L2 ceiling {d.l2_bandwidth_GBps:.0f} GB/s ("
-                 + l2_bandwidth_basis(est.hardware)
-                 + ("" if d.l2_bandwidth_measured else
-                    "; set cache.l2_bandwidth_GBps in the hardware file")
+                 + ("measured" if d.l2_bandwidth_measured else
+                    f"estimated at {ESTIMATED_L2_TO_DRAM_BANDWIDTH:g} x DRAM peak; set "
+                    "cache.l2_bandwidth_GBps in the hardware file")
                  + f"); cache for reuse {fmt_bytes(d.cache_bytes)}")
     if not d.fits:
         lines.append("  the allocator's reserved peak exceeds capacity: addresses wrap round "
