@@ -243,6 +243,20 @@ def test_bad_cnn_kernel_larger_than_input(capsys, write_json):
     assert code == 2 and "at $.model.layers[3].kernel_size" in err
 
 
+@pytest.mark.parametrize("layer, path, words", [
+    ({"type": "batchnorm2d"}, "$.model.layers[7]", "batchnorm2d needs a (channels, height, width)"),
+    ({"type": "adaptive_avgpool2d"}, "$.model.layers[7]", "'output_size' is required but missing"),
+    ({"type": "relu", "inplace": "yes"}, "$.model.layers[7].inplace", "boolean"),
+])
+def test_bad_cnn_layer(capsys, write_json, layer, path, words):
+    """A layer the flattened features cannot take, or one written wrong, names its place."""
+    bad = write_json(_mutate(REPO / "workloads/cnn.json",
+                             lambda d: d["model"]["layers"].insert(7, layer)))
+    code, out, err = run_cli(capsys, "run", str(bad))
+    assert code == 2 and out == ""
+    assert str(bad) in err and f"at {path}" in err and words in err, err
+
+
 def _full_timing(d: dict) -> dict:
     """The file's timing written out in full (its preset's set), as format 1 files state it."""
     preset = json.loads((REPO / "hardware" / "timing" / f"{d['memory']['timing']['preset']}"

@@ -36,10 +36,14 @@ def workloads(draw):
             ["bottleneck", "basic"])), "width": 8, "num_classes": 5, "image_size": 32}
         data = {}
     else:
+        norm = [{"type": "batchnorm2d"}] if draw(st.booleans()) else []
+        size = draw(st.sampled_from([1, 5, [5, 3]]))
+        pool = [{"type": "adaptive_avgpool2d", "output_size": size}]
         model = {"type": "sequential_cnn", "input_shape": [1, 12, 12], "layers": [
-            {"type": "conv2d", "out_channels": 4, "kernel_size": 3}, {"type": "relu"},
-            {"type": "maxpool2d", "kernel_size": 2}, {"type": "flatten"},
-            {"type": "linear", "out_features": 6}]}
+            {"type": "conv2d", "out_channels": 4, "kernel_size": 3}, *norm,
+            {"type": "relu", "inplace": draw(st.booleans())},
+            {"type": "maxpool2d", "kernel_size": 2}, *(pool if draw(st.booleans()) else []),
+            {"type": "flatten"}, {"type": "linear", "out_features": 6}]}
         data = {}
     micro = draw(st.sampled_from([1, 2]))
     data["batch_size"] = micro * draw(st.integers(1, 3))

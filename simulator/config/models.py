@@ -13,6 +13,13 @@ def window_output(size: int, kernel: int, stride: int, padding: int) -> int:
     return (size + 2 * padding - kernel) // stride + 1
 
 
+def pool_output_size(layer: dict) -> tuple[int, int]:
+    """An adaptive pool's (height, width): `output_size` as one int or a pair, as
+    nn.AdaptiveAvgPool2d takes it."""
+    size = layer["output_size"]
+    return (size, size) if isinstance(size, int) else (size[0], size[1])
+
+
 def cnn_shapes(raw: dict, file: str | None = None) -> list[tuple[int, ...]]:
     """Each layer's output shape (without batch); raise where a layer cannot apply."""
     shape: tuple[int, ...] = tuple(raw["input_shape"])
@@ -34,6 +41,12 @@ def cnn_shapes(raw: dict, file: str | None = None) -> list[tuple[int, ...]]:
                                  f"{f' + padding {pad}' if pad else ''}), got {k}",
                                  file=file, path=f"{where}.kernel_size")
             shape = (layer["out_channels"] if kind == "conv2d" else c, ho, wo)
+        elif kind in ("batchnorm2d", "adaptive_avgpool2d"):
+            if len(shape) != 3:
+                raise InputError(f"{kind} needs a (channels, height, width) input, got {shape}",
+                                 file=file, path=where)
+            if kind == "adaptive_avgpool2d":
+                shape = (shape[0], *pool_output_size(layer))
         elif kind == "flatten":
             shape = (math.prod(shape),)
         elif kind == "linear":

@@ -724,11 +724,14 @@ def add_(b: TraceBuilder, x: Tensor, y: Tensor, name: str) -> Tensor:
     return _sum(b, x, y, z, name)
 
 
-def adaptive_avg_pool2d(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
-    """Global average pooling to 1x1."""
+def adaptive_avg_pool2d(b: TraceBuilder, x: Tensor, name: str,
+                        size: tuple[int, int] = (1, 1)) -> Tensor:
+    """nn.AdaptiveAvgPool2d(size): to 1x1 a reduction (ResNet's global pooling); to a larger
+    size a pass that averages a window per output, a kernel even where the size is the input's
+    own (VGG's 7x7 on a 7x7 map: ATen has no shortcut for it)."""
     n, c = x.shape[:2]
-    y = b.activation(f"{name}.out", (n, c, 1, 1), x)
-    b.op(name, "reduction", [x], [y])
+    y = b.activation(f"{name}.out", (n, c, *size), x)
+    b.op(name, "reduction" if size == (1, 1) else "elementwise", [x], [y])
     _backward_to_input(b, x, y, name, "elementwise", lambda gy: [gy])
     return y
 

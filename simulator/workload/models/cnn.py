@@ -1,8 +1,9 @@
-"""A sequential convolutional network (nn.Sequential-style layer list)."""
+"""A sequential convolutional network (nn.Sequential-style layer list): the seed CNN, and
+torchvision's VGG family with or without batch norm."""
 
 from __future__ import annotations
 
-from simulator.config.models import cnn_shapes
+from simulator.config.models import cnn_shapes, pool_output_size
 from simulator.workload import layers as L
 from simulator.workload.builder import TraceBuilder
 from simulator.workload.trace import Category, Tensor
@@ -35,6 +36,12 @@ def build(b: TraceBuilder, raw: dict, batch: int) -> tuple[Tensor, Tensor]:
             bias = b.parameter(f"{name}.bias", (layer["out_features"],)) \
                 if layer.get("bias", True) else None
             params.append((wt, bias))
+        elif kind == "batchnorm2d":
+            c = shape[0]
+            params.append((b.parameter(f"{name}.weight", (c,)), b.parameter(f"{name}.bias", (c,)),
+                           [b.buffer(f"{name}.running_mean", (c,)),
+                            b.buffer(f"{name}.running_var", (c,)),
+                            b.buffer(f"{name}.num_batches_tracked", (), "int64")]))
         else:
             params.append(None)
         shape = out
@@ -47,8 +54,12 @@ def build(b: TraceBuilder, raw: dict, batch: int) -> tuple[Tensor, Tensor]:
             x = L.conv2d(b, x, p[0], p[1], layer.get("stride", 1), layer.get("padding", 0), name)
         elif kind == "linear":
             x = L.linear(b, x, p[0], p[1], name)
+        elif kind == "batchnorm2d":
+            x = L.batch_norm2d(b, x, p[0], p[1], p[2], name)
         elif kind == "relu":
-            x = L.relu(b, x, name)
+            x = L.relu_(b, x, name) if layer.get("inplace") else L.relu(b, x, name)
+        elif kind == "adaptive_avgpool2d":
+            x = L.adaptive_avg_pool2d(b, x, name, pool_output_size(layer))
         elif kind == "maxpool2d":
             k = layer["kernel_size"]
             x = L.max_pool2d(b, x, k, layer.get("stride", k), name)
