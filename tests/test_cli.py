@@ -257,6 +257,14 @@ def test_bad_cnn_layer(capsys, write_json, layer, path, words):
     assert str(bad) in err and f"at {path}" in err and words in err, err
 
 
+def test_bad_resnet_width_per_group_on_basic_blocks(capsys, write_json):
+    bad = write_json(_mutate(REPO / "workloads/resnet50.json", lambda d: d["model"].update(
+        block="basic", layers=[2, 2, 2, 2], width_per_group=128)))
+    code, out, err = run_cli(capsys, "run", str(bad))
+    assert code == 2 and out == ""
+    assert "at $.model.width_per_group" in err and "bottlenecks only" in err, err
+
+
 def _full_timing(d: dict) -> dict:
     """The file's timing written out in full (its preset's set), as format 1 files state it."""
     preset = json.loads((REPO / "hardware" / "timing" / f"{d['memory']['timing']['preset']}"

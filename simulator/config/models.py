@@ -104,6 +104,10 @@ def _encoder(raw: dict, data: dict, file: str) -> None:
 
 
 def _resnet(raw: dict, data: dict, file: str) -> None:
+    if raw.get("width_per_group", 64) != 64 and raw.get("block", "bottleneck") == "basic":
+        raise InputError("expected width_per_group 64 with basic blocks (torchvision widens "
+                         f"bottlenecks only), got {raw['width_per_group']}",
+                         file=file, path="$.model.width_per_group")
     size = raw.get("image_size", 224)
     if size < 32:
         raise InputError(f"expected image_size >= 32 (five stride-2 stages), got {size}",

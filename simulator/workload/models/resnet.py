@@ -15,6 +15,7 @@ class ResNet:
     layers: tuple[int, ...] = (3, 4, 6, 3)   # blocks per stage: ResNet-50
     block: str = "bottleneck"                 # bottleneck (ResNet-50/101/152) or basic (18/34)
     width: int = 64
+    width_per_group: int = 64                 # 128: Wide ResNet-50-2 and 101-2
     num_classes: int = 1000
     image_size: int = 224
     in_channels: int = 3
@@ -64,8 +65,9 @@ def build(b: TraceBuilder, m: ResNet, batch: int) -> tuple[Tensor, Tensor]:
                         k // 2)
 
             if m.block == "bottleneck":
-                blk["convs"] = [unit(1, planes, c_in, 1, 1), unit(2, planes, planes, 3, stride),
-                                unit(3, planes * 4, planes, 1, 1)]
+                inner = planes * m.width_per_group // 64
+                blk["convs"] = [unit(1, inner, c_in, 1, 1), unit(2, inner, inner, 3, stride),
+                                unit(3, planes * 4, inner, 1, 1)]
             else:
                 blk["convs"] = [unit(1, planes, c_in, 3, stride), unit(2, planes, planes, 3, 1)]
             if stride != 1 or c_in != planes * expansion:
