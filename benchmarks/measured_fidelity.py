@@ -9,19 +9,20 @@ from a cool card, host dispatch included, as a lone measured kernel includes its
 end: Lambda's ResNet-50 training throughput on fourteen GDDR6 cards (step = batch / images per
 second) and NeuSight's L4 training steps (BERT-large at batch 2 and 8, GPT-2 large), forward
 and backward apart. BERT SQuAD, apart from those: Lambda's BERT-large and BERT-base SQuAD
-fine-tuning throughput on the same GDDR6 cards (fp32 and apex O2 AMP), a workload the model
-was not built beside. Inference, apart from the training figures: NeuSight's fp32 forwards of
-BERT-large and GPT-2 large on the T4 and the L4. Operators: the forward ops NeuSight timed of
-three L4 training steps and six L4 inference runs (the embedding, the first block and the
-head), each op of the step's trace timed as NeuSight timed it: alone, called again and again,
-on NeuSight's inputs; T4 operators: the same from NeuSight's four T4 inference runs of BERT-large
-and GPT-2 large, GEMMs and the rest apart. Row kernels: NeuSight's layer norm, softmax and
-ReLU on large tensors (25 MB and up) on the T4 and the L4, card and kernel apart. Held-out
-kernels: NeuSight's test set, GEMMs and elementwise ops of transformer shapes on the T4 and the
-L4, measured in a campaign of their own, by card and class. Small batch: torchvision ResNets
-(18 to 152) trained at batch 12 in fp32 and in fp16 (`model.half()`) on an RTX 2080 Ti and a
-Titan RTX by ryujaehun/pytorch-gpu-benchmark, zero_grad, forward and backward timed together
-with the input's copy to the GPU. Data and sources: benchmarks/measured/.
+fine-tuning throughput on the same GDDR6 cards (fp32 and apex O2 AMP), a workload the model was
+not built beside. Inference, apart from the training figures: NeuSight's fp32 forwards of
+BERT-large and GPT-2 large on the T4 and the L4, and the small batches' VGG forwards.
+Operators: the forward ops NeuSight timed of three L4 training steps and six L4 inference runs
+(the embedding, the first block and the head), each op of the step's trace timed as NeuSight
+timed it: alone, called again and again, on NeuSight's inputs; T4 operators: the same from
+NeuSight's four T4 inference runs of BERT-large and GPT-2 large, GEMMs and the rest apart. Row
+kernels: NeuSight's layer norm, softmax and ReLU on large tensors (25 MB and up) on the T4 and
+the L4, card and kernel apart. Held-out kernels: NeuSight's test set, GEMMs and elementwise ops
+of transformer shapes on the T4 and the L4, measured in a campaign of their own, by card and
+class. Small batch: torchvision ResNets (18 to 152) and VGGs (11 to 19, with and without batch
+norm) trained at batch 12 in fp32 and in fp16 (`model.half()`) on an RTX 2080 Ti and a Titan
+RTX by ryujaehun/pytorch-gpu-benchmark, zero_grad, forward and backward timed together with the
+input's copy to the GPU. Data and sources: benchmarks/measured/.
 
 Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
 max absolute error as fractions of the measured time. `--json` prints
@@ -33,8 +34,8 @@ max absolute error as fractions of the measured time. `--json` prints
 rows; `held_out_kernels` also `t4_campaign_ratio`: its T4 GEMMs' time per FLOP against the
 kernel set's of like shape).
 
-Every case by default: about 57 minutes on two cores, 28 of them the kernel classes' 51,524
-rows, 10 the held-out kernels' 7,480, 2 the small batches' 20 steps. `--sample N` takes a
+Every case by default: about 62 minutes on two cores, 28 of them the kernel classes' 51,524
+rows, 10 the held-out kernels' 7,480, 7 the small batches' 60 steps. `--sample N` takes a
 seeded random N of each kernel class instead, and of each held-out card's class, for a quick
 look (300: about two minutes; a sample's median strays a point or two from the whole class's).
 `--jobs N` runs the kernel cases, Lambda's steps and the small batches in N worker processes
@@ -530,7 +531,8 @@ def row_kernel_rows(fidelity: str, keep: Callable[[dict], bool] | None = None) -
 INFERENCE_SKIPS = {"bert-large": ("cls.", "loss.")}  # the rest skip the loss alone
 
 
-def inference_rows(fidelity: str) -> list[dict]:
+def inference_rows(fidelity: str, jobs: int = 1) -> list[dict]:
+    """NeuSight's forwards, then ryujaehun's VGG inference at batch 12."""
     out = []
     for row in read_rows("neusight_fp32_inference.csv"):
         model, batch, seq = row["model"], int(row["batch"]), int(row["seq_len"])
@@ -539,7 +541,9 @@ def inference_rows(fidelity: str) -> list[dict]:
         out.append(_result(f"{row['hardware']} {model} {batch}x{seq} fp32 inference",
                            _forward_without(est, INFERENCE_SKIPS.get(model, ("loss.",))),
                            float(row["forward_ms"]) * MS))
-    return out
+    return out + _map(_small_batch_inference_case,
+                      ((row, fidelity) for row in read_rows("ryujaehun_inference_batch12.csv")),
+                      jobs)
 
 
 # Lambda's BERT SQuAD fine-tuning (benchmarks/measured/lambda_bert_squad_train.csv): NVIDIA's
@@ -611,27 +615,71 @@ def _bert_case(job: tuple[dict, str]) -> dict:
 
 # --- small batches ----------------------------------------------------------------------------
 # ryujaehun/pytorch-gpu-benchmark's benchmark_models.py (benchmarks/measured/
-# ryujaehun_resnet_train_batch12.csv, the median of 50 timed steps after 5 warm-up ones): a
+# ryujaehun_train_batch12.csv, the median of 50 timed steps after 5 warm-up ones): a
 # torchvision model in fp32 or cast whole to fp16 (`model.half()`: no master weights, no loss
 # scaling), and per step, between two torch.cuda.synchronize() calls, `model.zero_grad()`
 # (PyTorch 1.x: the gradients filled with zeros), the batch's copy from pageable host memory
 # (`img.to('cuda')`: the DataLoader does not pin it), the forward pass, the cross-entropy loss
 # and `loss.backward()`; no optimizer step. The hosts' PCIe links are not recorded: the Turing
 # cards' own, 3.0 x16.
-SMALL_BATCH_RESNETS = {"resnet18": ([2, 2, 2, 2], "basic"), "resnet34": ([3, 4, 6, 3], "basic"),
-                       "resnet50": ([3, 4, 6, 3], "bottleneck"),
-                       "resnet101": ([3, 4, 23, 3], "bottleneck"),
-                       "resnet152": ([3, 8, 36, 3], "bottleneck")}
+# torchvision's ResNets: blocks per stage, block, width_per_group
+SMALL_BATCH_RESNETS = {"resnet18": ([2, 2, 2, 2], "basic", 64),
+                       "resnet34": ([3, 4, 6, 3], "basic", 64),
+                       "resnet50": ([3, 4, 6, 3], "bottleneck", 64),
+                       "resnet101": ([3, 4, 23, 3], "bottleneck", 64),
+                       "resnet152": ([3, 8, 36, 3], "bottleneck", 64),
+                       "wide_resnet50_2": ([3, 4, 6, 3], "bottleneck", 128),
+                       "wide_resnet101_2": ([3, 4, 23, 3], "bottleneck", 128)}
 SMALL_BATCH_LINK = Pcie(generation=3, lanes=16)
+# torchvision.models.vgg's configurations (cfgs "A", "B", "D", "E"): out channels of each 3x3
+# convolution (padding 1), "M" a 2x2 max pool
+VGG_CONFIGS = {"vgg11": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
+               "vgg13": [64, 64, "M", 128, 128, "M", 256, 256, "M", 512, 512, "M", 512, 512,
+                         "M"],
+               "vgg16": [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
+                         512, 512, 512, "M"],
+               "vgg19": [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512,
+                         512, "M", 512, 512, 512, 512, "M"]}
+
+
+def vgg_model(name: str) -> dict:
+    """torchvision's VGG (`vgg16`, `vgg16_bn`, ...) as a sequential_cnn, its layers named as
+    torchvision names its modules: `features` (each convolution followed by BatchNorm2d in the
+    `_bn` variants and ReLU(inplace=True)), AdaptiveAvgPool2d((7, 7)) and the `classifier`'s
+    three linear layers with ReLU(inplace=True) and Dropout(0.5) between them."""
+    bn = name.endswith("_bn")
+    features: list[dict] = []
+    for v in VGG_CONFIGS[name.removesuffix("_bn")]:
+        if v == "M":
+            features.append({"type": "maxpool2d", "kernel_size": 2, "stride": 2})
+            continue
+        features.append({"type": "conv2d", "out_channels": v, "kernel_size": 3, "padding": 1})
+        if bn:
+            features.append({"type": "batchnorm2d"})
+        features.append({"type": "relu", "inplace": True})
+    classifier = [{"type": "linear", "out_features": 4096}, {"type": "relu", "inplace": True},
+                  {"type": "dropout", "p": 0.5}, {"type": "linear", "out_features": 4096},
+                  {"type": "relu", "inplace": True}, {"type": "dropout", "p": 0.5},
+                  {"type": "linear", "out_features": 1000}]
+    layers = ([{"name": f"features.{i}", **layer} for i, layer in enumerate(features)]
+              + [{"name": "avgpool", "type": "adaptive_avgpool2d", "output_size": 7},
+                 {"type": "flatten"}]
+              + [{"name": f"classifier.{i}", **layer} for i, layer in enumerate(classifier)])
+    return {"type": "sequential_cnn", "input_shape": [3, 224, 224], "layers": layers}
+
+
+def _small_batch_model(name: str) -> dict:
+    if name in SMALL_BATCH_RESNETS:
+        layers, block, width_per_group = SMALL_BATCH_RESNETS[name]
+        return dict(_resnet50()["model"], layers=layers, block=block,
+                    width_per_group=width_per_group)
+    return vgg_model(name)
 
 
 def _small_batch_case(job: tuple[dict, str]) -> dict:
     row, fidelity = job
-    layers, block = SMALL_BATCH_RESNETS[row["model"]]
     batch, dtype = int(row["batch_size"]), row["precision"]
-    raw = copy.deepcopy(_resnet50())
-    raw["name"] = row["model"]
-    raw["model"].update(layers=layers, block=block)
+    raw = {"format_version": 1, "name": row["model"], "model": _small_batch_model(row["model"])}
     raw["data"] = {"batch_size": batch}  # one tensor of random images: no input pipeline
     raw["training"] = {"dtype": dtype, "loss": "cross_entropy",
                        "optimizer": {"type": "sgd", "implementation": "for_loop"},
@@ -647,9 +695,30 @@ def _small_batch_case(job: tuple[dict, str]) -> dict:
                    step, float(row["median_ms"]) * MS)
 
 
+def _small_batch_inference_case(job: tuple[dict, str]) -> dict:
+    """benchmark_models.py's inference: the model in eval mode under no_grad, the batch's copy
+    and the forward timed, so the training workload's forward without dropout (an identity in
+    eval mode) and the loss. VGG without batch norm only: eval-mode batch norm, one pass with
+    the running statistics, is not in the workload model."""
+    row, fidelity = job
+    batch, dtype = int(row["batch_size"]), row["precision"]
+    model = _small_batch_model(row["model"])
+    model["layers"] = [layer for layer in model["layers"] if layer["type"] != "dropout"]
+    raw = {"format_version": 1, "name": row["model"], "model": model,
+           "data": {"batch_size": batch},
+           "training": {"dtype": dtype, "loss": "cross_entropy", "optimizer": {"type": "sgd"}}}
+    est = analyze(_workload(raw, row["model"]), _card(row["hardware"]),
+                  fidelity=fidelity).estimate
+    images = next(t for t in est.trace.tensors if t.name == "images")
+    step = (SMALL_BATCH_LINK.copy_s(images.nbytes, pinned=False)
+            + _forward_without(est, ("loss.",)))
+    return _result(f"{row['hardware']} {row['model']} {dtype} batch {batch} inference "
+                   f"({row['run_date']})", step, float(row["median_ms"]) * MS)
+
+
 def small_batch_rows(fidelity: str, jobs: int = 1) -> list[dict]:
     return _map(_small_batch_case, ((row, fidelity) for row in
-                                    read_rows("ryujaehun_resnet_train_batch12.csv")), jobs)
+                                    read_rows("ryujaehun_train_batch12.csv")), jobs)
 
 
 # --- held-out kernels -------------------------------------------------------------------------
@@ -755,7 +824,7 @@ def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
     if only in (None, "small_batch"):
         doc["small_batch"] = summary(small_batch_rows(fidelity, jobs=jobs))
     if only in (None, "inference"):
-        doc["inference"] = summary(inference_rows(fidelity))
+        doc["inference"] = summary(inference_rows(fidelity, jobs=jobs))
     if only in (None, "operators"):
         doc["operators"] = summary(operator_rows("l4", L4_OPERATOR_STEPS, fidelity))
     if only in (None, "t4_operators"):
@@ -783,7 +852,7 @@ def main() -> int:
                     help="kernel cases per class, a seeded sample (default 0: every case)")
     ap.add_argument("--jobs", type=int, default=usable_cpus(),
                     help="worker processes for the kernel cases (held-out ones too), "
-                         "Lambda's steps and the small batches (default: the CPUs this "
+                         "Lambda's steps and the batch-12 runs (default: the CPUs this "
                          "process may use)")
     ap.add_argument("--fidelity", default="sampled", choices=("analytic", "sampled", "cycle"))
     ap.add_argument("--only", choices=("kernels", *STEP_PARTS, "held_out_kernels"))

@@ -10,6 +10,7 @@ from simulator.gpu.dispatch import dispatch_s
 from simulator.pipeline import analyze
 from simulator.replay import replay
 from simulator.workload.builder import ZERO_GRAD_PREFIX
+from simulator.workload.generate import build_trace
 from simulator.workload.trace import Phase
 
 
@@ -52,11 +53,13 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
     # BERT-large and BERT-base SQuAD, fp32 and AMP, on the seventeen systems of the ResNet-50
     # file and Lambda's cloud Quadro RTX 6000
     assert doc["bert_squad"]["cases"] == 72
-    # ResNet-18 to 152 at batch 12, fp32 and fp16, on an RTX 2080 Ti and a Titan RTX
-    assert doc["small_batch"]["cases"] == 20
+    # ResNet-18 to 152, Wide ResNet-50-2 and 101-2 and VGG-11 to 19 with and without batch
+    # norm, at batch 12, fp32 and fp16, on an RTX 2080 Ti and a Titan RTX
+    assert doc["small_batch"]["cases"] == (5 + 2 + 8) * 2 * 2
     # BERT-large and GPT-2 large forwards, two batches each, on the T4 and the L4; NeuSight's
-    # GPT-3 XL and 2.7B configurations on the L4; OPT-1.3B on both
-    assert doc["inference"]["cases"] == 12
+    # GPT-3 XL and 2.7B configurations on the L4; OPT-1.3B on both; VGG-11 to 19 at batch 12,
+    # fp32 and fp16, on the RTX 2080 Ti and the Titan RTX
+    assert doc["inference"]["cases"] == 12 + 4 * 2 * 2
     # the forward operators NeuSight timed that the model has a kernel for: three L4 training
     # steps (BERT-large at batch 2 and 8, GPT-2 large at 1) and six inference runs (BERT-large
     # at 8 and 16, GPT-2 large at 4 and 8, GPT-3 XL and 2.7B at 2; no dropout)
@@ -201,7 +204,7 @@ def test_a_small_batch_step_is_what_the_benchmark_times(harness):
     """ryujaehun's step: zero_grad (a fill kernel per gradient: 161 for ResNet-50), the batch's
     copy from pageable memory over PCIe 3.0 x16, forward with the loss and backward; no
     optimizer step."""
-    row = next(r for r in harness.read_rows("ryujaehun_resnet_train_batch12.csv")
+    row = next(r for r in harness.read_rows("ryujaehun_train_batch12.csv")
                if r["hardware"] == "rtx-2080-ti" and r["model"] == "resnet50"
                and r["precision"] == "fp16")
     case = harness._small_batch_case((row, "analytic"))
@@ -224,6 +227,64 @@ def test_a_small_batch_step_is_what_the_benchmark_times(harness):
     assert sgd > 0  # the step's SGD update, which the benchmark does not time
     assert case["predicted_ms"] == pytest.approx((est.step_time_s - sgd + copy_s) * 1e3,
                                                  rel=1e-3)
+
+
+def test_a_small_batch_inference_is_the_forward_without_dropout_or_loss(harness):
+    """benchmark_models.py's inference: eval mode under no_grad, the batch's copy and the
+    forward timed; the 2080 Ti's fp16 VGG-16."""
+    row = next(r for r in harness.read_rows("ryujaehun_inference_batch12.csv")
+               if r["hardware"] == "rtx-2080-ti" and r["model"] == "vgg16"
+               and r["precision"] == "fp16")
+    case = harness._small_batch_inference_case((row, "analytic"))
+    assert case["case"] == "rtx-2080-ti vgg16 fp16 batch 12 inference (2020-01-17)"
+    assert case["measured_ms"] == pytest.approx(16.17)
+    raw = {"format_version": 1, "name": "vgg16", "model": harness.vgg_model("vgg16"),
+           "data": {"batch_size": 12},
+           "training": {"dtype": "fp16", "loss": "cross_entropy", "optimizer": {"type": "sgd"}}}
+    est = analyze(harness._workload(raw, "vgg16"), load_hardware("rtx-2080-ti"),
+                  fidelity="analytic").estimate
+    forward = [o for o in est.ops if o.op.phase is Phase.FORWARD]
+    dropout = sum(o.time_s for o in forward if o.op.kind == "dropout")
+    loss = sum(o.time_s for o in forward if o.op.name.startswith("loss."))
+    assert dropout > 0 and loss > 0
+    copy_s = 12 * 3 * 224 * 224 * 2 / (15.754e9 * 0.5)  # PCIe 3.0 x16, pageable
+    assert case["predicted_ms"] == pytest.approx(
+        (est.phase(Phase.FORWARD).time_s - dropout - loss + copy_s) * 1e3, rel=1e-3)
+
+
+# torchvision's published figures for its weights (pytorch.org/vision/stable/models.html:
+# num_params, and GFLOPS, which counts a multiply-add once)
+TORCHVISION = {"vgg11": (132_863_336, 7.61), "vgg11_bn": (132_868_840, 7.61),
+               "vgg13": (133_047_848, 11.31), "vgg13_bn": (133_053_736, 11.31),
+               "vgg16": (138_357_544, 15.47), "vgg16_bn": (138_365_992, 15.47),
+               "vgg19": (143_667_240, 19.63), "vgg19_bn": (143_678_248, 19.63),
+               "resnet50": (25_557_032, 4.09), "wide_resnet50_2": (68_883_240, 11.40),
+               "wide_resnet101_2": (126_886_696, 22.75)}
+
+
+@pytest.mark.parametrize("name", sorted(TORCHVISION))
+def test_the_small_batch_models_are_torchvisions(harness, name):
+    raw = {"format_version": 1, "name": name, "model": harness._small_batch_model(name),
+           "data": {"batch_size": 2},
+           "training": {"dtype": "fp32", "loss": "cross_entropy",
+                        "optimizer": {"type": "sgd", "implementation": "for_loop"}}}
+    trace = build_trace(harness._workload(raw, name))
+    params, gmacs = TORCHVISION[name]
+    assert trace.parameter_count == params
+    macs = sum(o.flops for o in trace.ops_in(Phase.FORWARD) if o.kind in ("conv", "matmul")) / 4
+    assert macs / 1e9 == pytest.approx(gmacs, abs=0.005)
+    if not name.startswith("vgg"):
+        return
+    norms = [o for o in trace.ops_in(Phase.FORWARD) if o.kind == "norm"]
+    assert len(norms) == (sum(isinstance(v, int) for v in harness.VGG_CONFIGS[name[:5]])
+                          if name.endswith("_bn") else 0)
+    pool = next(o for o in trace.ops_in(Phase.FORWARD) if o.name == "avgpool")
+    assert pool.writes[0].tensor.shape == (2, 512, 7, 7)  # 7x7 onto 7x7: a kernel all the same
+
+
+def test_the_shipped_vgg16_is_the_small_batch_one(harness):
+    shipped = harness.read_json(REPO / "workloads" / "vgg16.json")
+    assert shipped["model"] == harness.vgg_model("vgg16")
 
 
 def test_the_rtx_6000_adas_tf32_step_runs_at_its_derived_clock_and_the_16_bit_family(harness):
