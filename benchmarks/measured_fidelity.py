@@ -22,15 +22,19 @@ of transformer shapes on the T4 and the L4, measured in a campaign of their own,
 class. Small batch: torchvision ResNets (18 to 152) and VGGs (11 to 19, with and without batch
 norm) trained at batch 12 in fp32 and in fp16 (`model.half()`) on an RTX 2080 Ti and a Titan
 RTX by ryujaehun/pytorch-gpu-benchmark, zero_grad, forward and backward timed together with the
-input's copy to the GPU. Data and sources: benchmarks/measured/.
+input's copy to the GPU. H200 convolutions: this project's measurements of ResNet-50's
+distinct convolutions, forward and backward, FP32, TF32 and FP16 (NCHW and channels-last),
+each timed as a lone op through the library model (no GDDR6 replay: HBM3). Data and sources:
+benchmarks/measured/.
 
 Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
 max absolute error as fractions of the measured time. `--json` prints
 {"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ..., "bert_squad": ...,
 "small_batch": ..., "inference": ..., "operators": ..., "t4_operators": ..., "row_kernels": ...,
-"held_out_kernels": ...}, each with `cases`, `median_abs_error`, `p90_abs_error` and
-`max_abs_error`, and its `rows` (`t4_operators` also `by_class`: `gemm` and `other`;
-`row_kernels` one class per card and kernel, `held_out_kernels` per card and class, without
+"h200_convs": ..., "held_out_kernels": ...}, each with `cases`, `median_abs_error`,
+`p90_abs_error` and `max_abs_error`, and its `rows` (`t4_operators` also `by_class`: `gemm` and
+`other`; `row_kernels` one class per card and kernel, `h200_convs` one per path and direction,
+`held_out_kernels` per card and class, without
 rows; `held_out_kernels` also `t4_campaign_ratio`: its T4 GEMMs' time per FLOP against the
 kernel set's of like shape).
 
@@ -67,7 +71,8 @@ from simulator.config.hardware import Hardware, load_hardware  # noqa: E402
 from simulator.config.host import Pcie  # noqa: E402
 from simulator.config.loader import read_json  # noqa: E402
 from simulator.config.workload import Execution, parse_workload  # noqa: E402
-from simulator.gpu.compute import TILED_KINDS  # noqa: E402
+from simulator.gpu.compute import TILED_KINDS, kernel_compute, launch_overhead_s  # noqa: E402
+from simulator.gpu.dispatch import dispatch_s  # noqa: E402
 from simulator.pipeline import analyze  # noqa: E402
 from simulator.replay import replay  # noqa: E402
 from simulator.sweep.execute import worker_start  # noqa: E402
@@ -522,6 +527,50 @@ def row_kernel_rows(fidelity: str, keep: Callable[[dict], bool] | None = None) -
     return out
 
 
+# This project's H200 (benchmarks/measured/h200/kernels.csv): ResNet-50's distinct
+# convolutions at batch 32 and 128, each `nn.Conv2d(bias=False)` called alone between two CUDA
+# events (the median of up to 10 after 3 warm-up calls, its input in the L2 where it fits) and
+# its backward, the input's and the weight's gradients together (`torch.autograd.grad` of the
+# forward, less the forward's time). No coefficient comes from them: a check of the convolution
+# model on every path (FP32, TF32 and FP16 NCHW, FP16 channels-last), 1x1, 3x3 and 7x7,
+# strided or not, which NeuSight's T4 and V100 sets (3x3, stride 1, FP32) do not have.
+H200_CONV_PATHS = {"fp32-nchw": ("fp32", False, False), "tf32-nchw": ("fp32", True, False),
+                   "fp16-nchw": ("fp16", False, False), "fp16-nhwc": ("fp16", False, True)}
+
+
+def h200_conv_trace(row: dict) -> Trace:
+    """The row's convolution forward, then its backward (input and weight gradients)."""
+    dtype, tf32, channels_last = H200_CONV_PATHS[row["dtype"]]
+    b = TraceBuilder("kernel", dtype, Execution(allow_tf32_matmul=tf32, allow_tf32_conv=tf32,
+                                                channels_last=channels_last))
+    kernel, stride = (int(v) for v in row["op"].removeprefix("conv").split("x")[1].split("/s"))
+    c_in, c_out, size = int(row["m"]), int(row["n"]), int(row["k"])
+    w = b.parameter("conv.weight", (c_out, c_in, kernel, kernel), matmul_weight=True)
+    x = b.tensor("x", (int(row["batch"]), c_in, size, size), Category.INPUT, requires_grad=True)
+    b.backward(L.conv2d(b, x, w, None, stride, kernel // 2, "conv"))
+    return b.trace()
+
+
+def _h200_conv_case(row: dict) -> dict:
+    """Each kernel as a lone op runs it: the host's dispatch and the launch, then the longer of
+    its arithmetic through the library model (gpu/compute.py) and its bytes at the DRAM's peak
+    (HBM3: no GDDR6 replay, so every fidelity times it so)."""
+    hw = _card("h200")
+    phase = Phase.FORWARD if row["kind"] == "conv2d" else Phase.BACKWARD
+    predicted = sum(dispatch_s(op) + launch_overhead_s(hw)
+                    + max(kernel_compute(hw, op).time_s, op.bytes_moved / hw.peak_bandwidth_Bps)
+                    for op in h200_conv_trace(row).ops if op.phase is phase and op.kind == "conv")
+    case = (f"h200 {row['kind']} {row['op']} {row['dtype']} batch {row['batch']} "
+            f"{row['m']}->{row['n']} at {row['k']}")
+    return _result(case, predicted, float(row["latency_ms"]) * MS) | {
+        "class": f"{row['dtype']} {'forward' if phase is Phase.FORWARD else 'backward'}"}
+
+
+def h200_conv_rows() -> list[dict]:
+    return [_h200_conv_case(row) for row in read_rows("h200/kernels.csv")
+            if row["kind"] in ("conv2d", "conv2d_backward")]
+
+
 # NeuSight's fp32 inference forwards on the T4 and the L4 (benchmarks/measured/
 # neusight_fp32_inference.csv): Hugging Face models in eval mode under no_grad, eager attention;
 # BERT-large as a sequence classifier, GPT-2 large as a causal LM without labels. Predicted as
@@ -805,7 +854,7 @@ def summary(rows: list[dict]) -> dict:
 
 
 STEP_PARTS = ("end_to_end", "bert_squad", "small_batch", "inference",  # a row per case
-              "operators", "t4_operators", "row_kernels")
+              "operators", "t4_operators", "row_kernels", "h200_convs")
 
 
 def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
@@ -833,6 +882,9 @@ def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
     if only in (None, "row_kernels"):
         rows = row_kernel_rows(fidelity)
         doc["row_kernels"] = summary(rows) | {"by_class": by_class(rows)}
+    if only in (None, "h200_convs"):
+        rows = h200_conv_rows()
+        doc["h200_convs"] = summary(rows) | {"by_class": by_class(rows)}
     if only in (None, "held_out_kernels"):
         rows = held_out_rows(sample, fidelity, jobs, held_out_clocks)
         doc["held_out_kernels"] = summary(rows) | {"by_class": by_class(rows),

@@ -39,7 +39,8 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
     doc = harness.run(sample=5, fidelity="analytic", only=None)
     assert set(doc["kernels"]) == {"gemm", "conv2d", "vector"}
     for part in [*doc["kernels"].values(), doc["end_to_end"], doc["bert_squad"],
-                 doc["small_batch"], doc["inference"], doc["operators"], doc["t4_operators"]]:
+                 doc["small_batch"], doc["inference"], doc["operators"], doc["t4_operators"],
+                 doc["h200_convs"]]:
         errors = sorted(abs(r["error"]) for r in part["rows"])
         assert part["cases"] == len(part["rows"]) > 0
         assert part["max_abs_error"] == errors[-1]
@@ -65,6 +66,11 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
     # at 8 and 16, GPT-2 large at 4 and 8, GPT-3 XL and 2.7B at 2; no dropout)
     assert doc["operators"]["cases"] == sum(len(step[-1]) for step in harness.L4_OPERATOR_STEPS) \
         == 2 * 31 + 31 + 2 * 23 + 4 * 27
+    # ResNet-50's 23 distinct convolutions at batch 32 and 128, forward and backward, on the
+    # H200's four paths (FP32, TF32, FP16 NCHW and channels-last), a class per path and way
+    h200 = doc["h200_convs"]
+    assert h200["cases"] == 23 * 2 * 2 * 4 == sum(c["cases"] for c in h200["by_class"].values())
+    assert len(h200["by_class"]) == 8
     # the same of the T4's BERT-large and GPT-2 large inference runs, GEMMs and the rest apart
     t4 = doc["t4_operators"]
     assert t4["cases"] == 2 * 23 + 2 * 27 == sum(c["cases"] for c in t4["by_class"].values())
@@ -250,6 +256,27 @@ def test_a_small_batch_inference_is_the_forward_without_dropout_or_loss(harness)
     copy_s = 12 * 3 * 224 * 224 * 2 / (15.754e9 * 0.5)  # PCIe 3.0 x16, pageable
     assert case["predicted_ms"] == pytest.approx(
         (est.phase(Phase.FORWARD).time_s - dropout - loss + copy_s) * 1e3, rel=1e-3)
+
+
+def test_an_h200_convolution_is_its_forward_or_its_two_gradients(harness):
+    """The backward row is the input's and the weight's gradients, each a lone op with its
+    host dispatch; the forward row the forward alone."""
+    rows = [r for r in harness.read_rows("h200/kernels.csv") if r["op"] == "conv3x3/s2"
+            and r["dtype"] == "fp16-nhwc" and r["batch"] == "32" and r["m"] == "128"]
+    assert [r["kind"] for r in rows] == ["conv2d", "conv2d_backward"]
+    trace = harness.h200_conv_trace(rows[0])
+    convs = [o for o in trace.ops if o.kind == "conv"]
+    assert [o.name for o in convs] == ["conv", "conv.grad_input", "conv.grad_weight"]
+    assert convs[0].layout == "nhwc" and convs[0].reads[0].tensor.shape == (32, 128, 56, 56)
+    assert convs[0].writes[0].tensor.shape == (32, 128, 28, 28)
+    hw = load_hardware("h200")
+    fwd, bwd = (harness._h200_conv_case(r) for r in rows)
+    lone = [dispatch_s(o) + harness.launch_overhead_s(hw) + max(
+        harness.kernel_compute(hw, o).time_s, o.bytes_moved / hw.peak_bandwidth_Bps)
+        for o in convs]
+    assert fwd["predicted_ms"] == pytest.approx(lone[0] * 1e3)
+    assert bwd["predicted_ms"] == pytest.approx((lone[1] + lone[2]) * 1e3)
+    assert (fwd["class"], bwd["class"]) == ("fp16-nhwc forward", "fp16-nhwc backward")
 
 
 # torchvision's published figures for its weights (pytorch.org/vision/stable/models.html:
