@@ -475,8 +475,22 @@ def test_selective_checkpointing_recomputes_attention_only():
     assert profile(selective).peak_bytes < profile(plain).peak_bytes
 
 
+def test_full_checkpointing_recomputes_every_segment_of_a_sequential_cnn():
+    """torch.utils.checkpoint around each convolution or linear layer and the layers after it
+    up to the next: the backward runs the whole forward again, and only segment inputs stay."""
+    spec = load_workload("vgg16")
+    plain = build_trace(spec)
+    full = build_trace(_with(spec, checkpointing="full"))
+    assert full.flops(Phase.FORWARD) == plain.flops(Phase.FORWARD)
+    assert full.flops(Phase.BACKWARD) == plain.flops(Phase.BACKWARD) + plain.flops(Phase.FORWARD)
+    recomputed = {op.name for op in full.ops_in(Phase.BACKWARD) if op.name.startswith("recompute/")}
+    assert {"recompute/features.0", "recompute/features.30", "recompute/avgpool",
+            "recompute/classifier.6"} <= recomputed
+    assert profile(full).peak_bytes < 0.9 * profile(plain).peak_bytes
+
+
 def test_checkpointing_the_seed_models():
-    for name in ("transformer", "resnet50"):
+    for name in ("transformer", "resnet50", "cnn"):
         spec = load_workload(name)
         plain, full = build_trace(spec), build_trace(_with(spec, checkpointing="full"))
         assert full.parameter_count == plain.parameter_count

@@ -48,23 +48,40 @@ def build(b: TraceBuilder, raw: dict, batch: int) -> tuple[Tensor, Tensor]:
 
     x = b.tensor("images", (batch,) + in_shape, Category.INPUT)
     target = b.tensor("labels", (batch,), Category.INPUT, "int64")
-    for layer, name, p in zip(raw["layers"], names, params, strict=True):
+
+    def apply(x: Tensor, layer: dict, name: str, p) -> Tensor:
         kind = layer["type"]
         if kind == "conv2d":
-            x = L.conv2d(b, x, p[0], p[1], layer.get("stride", 1), layer.get("padding", 0), name)
-        elif kind == "linear":
-            x = L.linear(b, x, p[0], p[1], name)
-        elif kind == "batchnorm2d":
-            x = L.batch_norm2d(b, x, p[0], p[1], p[2], name)
-        elif kind == "relu":
-            x = L.relu_(b, x, name) if layer.get("inplace") else L.relu(b, x, name)
-        elif kind == "adaptive_avgpool2d":
-            x = L.adaptive_avg_pool2d(b, x, name, pool_output_size(layer))
-        elif kind == "maxpool2d":
+            return L.conv2d(b, x, p[0], p[1], layer.get("stride", 1), layer.get("padding", 0),
+                            name)
+        if kind == "linear":
+            return L.linear(b, x, p[0], p[1], name)
+        if kind == "batchnorm2d":
+            return L.batch_norm2d(b, x, p[0], p[1], p[2], name)
+        if kind == "relu":
+            return L.relu_(b, x, name) if layer.get("inplace") else L.relu(b, x, name)
+        if kind == "adaptive_avgpool2d":
+            return L.adaptive_avg_pool2d(b, x, name, pool_output_size(layer))
+        if kind == "maxpool2d":
             k = layer["kernel_size"]
-            x = L.max_pool2d(b, x, k, layer.get("stride", k), name)
-        elif kind == "dropout":
-            x = L.dropout(b, x, layer["p"], name)
-        # flatten is a view: the next linear reads the same storage as (batch, features)
+            return L.max_pool2d(b, x, k, layer.get("stride", k), name)
+        if kind == "dropout":
+            return L.dropout(b, x, layer["p"], name)
+        return x  # flatten is a view: the next linear reads the same storage
+
+    def run(x: Tensor, segment: list) -> Tensor:
+        for layer, name, p in segment:
+            x = apply(x, layer, name, p)
+        return x
+
+    # full checkpointing: each convolution or linear layer with the layers after it up to the
+    # next one is a segment (torch.utils.checkpoint around it), whose input alone is kept
+    segments: list[list] = []
+    for item in zip(raw["layers"], names, params, strict=True):
+        if not segments or item[0]["type"] in ("conv2d", "linear"):
+            segments.append([])
+        segments[-1].append(item)
+    for segment in segments:
+        x = b.checkpointed("full", lambda x=x, segment=segment: run(x, segment))
     x.retained = True  # the loop's `outputs` variable holds the logits to the end of the step
     return x, target
