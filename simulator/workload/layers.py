@@ -694,6 +694,14 @@ def silu_mul(b: TraceBuilder, gate: Tensor, up: Tensor, name: str) -> Tensor:
 
 
 # --- residual networks ----------------------------------------------------------------------
+def batch_norm_params(b: TraceBuilder, name: str, c: int
+                      ) -> tuple[Tensor, Tensor, list[Tensor]]:
+    """nn.BatchNorm2d(c)'s weight and bias, and its running statistics as buffers."""
+    return (b.parameter(f"{name}.weight", (c,)), b.parameter(f"{name}.bias", (c,)),
+            [b.buffer(f"{name}.running_mean", (c,)), b.buffer(f"{name}.running_var", (c,)),
+             b.buffer(f"{name}.num_batches_tracked", (), "int64")])
+
+
 def batch_norm2d(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor, running: list[Tensor],
                  name: str) -> Tensor:
     """Training-mode BatchNorm (cuDNN): saves per-channel mean and inverse std, and updates the

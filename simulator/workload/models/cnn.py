@@ -37,11 +37,7 @@ def build(b: TraceBuilder, raw: dict, batch: int) -> tuple[Tensor, Tensor]:
                 if layer.get("bias", True) else None
             params.append((wt, bias))
         elif kind == "batchnorm2d":
-            c = shape[0]
-            params.append((b.parameter(f"{name}.weight", (c,)), b.parameter(f"{name}.bias", (c,)),
-                           [b.buffer(f"{name}.running_mean", (c,)),
-                            b.buffer(f"{name}.running_var", (c,)),
-                            b.buffer(f"{name}.num_batches_tracked", (), "int64")]))
+            params.append(L.batch_norm_params(b, name, shape[0]))
         else:
             params.append(None)
         shape = out

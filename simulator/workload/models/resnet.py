@@ -36,12 +36,7 @@ class _Builder:
         return self.b.parameter(f"{name}.weight", (c_out, c_in, k, k), matmul_weight=True)
 
     def bn(self, name: str, c: int) -> tuple[Tensor, Tensor, list[Tensor]]:
-        b = self.b
-        w = b.parameter(f"{name}.weight", (c,))
-        bias = b.parameter(f"{name}.bias", (c,))
-        running = [b.buffer(f"{name}.running_mean", (c,)), b.buffer(f"{name}.running_var", (c,)),
-                   b.buffer(f"{name}.num_batches_tracked", (), "int64")]
-        return w, bias, running
+        return L.batch_norm_params(self.b, name, c)
 
 
 def build(b: TraceBuilder, m: ResNet, batch: int) -> tuple[Tensor, Tensor]:
