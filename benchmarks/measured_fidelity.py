@@ -725,23 +725,29 @@ def _small_batch_model(name: str) -> dict:
     return vgg_model(name)
 
 
-def _small_batch_case(job: tuple[dict, str]) -> dict:
-    row, fidelity = job
-    batch, dtype = int(row["batch_size"]), row["precision"]
-    raw = {"format_version": 1, "name": row["model"], "model": _small_batch_model(row["model"])}
-    raw["data"] = {"batch_size": batch}  # one tensor of random images: no input pipeline
-    raw["training"] = {"dtype": dtype, "loss": "cross_entropy",
-                       "optimizer": {"type": "sgd", "implementation": "for_loop"},
-                       "execution": {"zero_grad": "zeros"}}
+def _small_batch_estimate(row: dict, fidelity: str, model: dict, training: dict):
+    """The row's step replayed on its card, and the seconds its batch of random images (one
+    tensor in the step's dtype: no input pipeline) takes to copy from pageable memory."""
+    raw = {"format_version": 1, "name": row["model"], "model": model,
+           "data": {"batch_size": int(row["batch_size"])},
+           "training": {"dtype": row["precision"], "loss": "cross_entropy", **training}}
     est = analyze(_workload(raw, row["model"]), _card(row["hardware"]),
                   fidelity=fidelity).estimate
+    images = next(t for t in est.trace.tensors if t.name == "images")
+    return est, SMALL_BATCH_LINK.copy_s(images.nbytes, pinned=False)
+
+
+def _small_batch_case(job: tuple[dict, str]) -> dict:
+    row, fidelity = job
+    est, copy_s = _small_batch_estimate(
+        row, fidelity, _small_batch_model(row["model"]),
+        {"optimizer": {"type": "sgd", "implementation": "for_loop"},
+         "execution": {"zero_grad": "zeros"}})
     zero_grad = sum(o.time_s for o in est.ops if o.op.name.startswith(ZERO_GRAD_PREFIX))
-    images = next(t for t in est.trace.tensors if t.name == "images")  # in the step's dtype
-    copy_s = SMALL_BATCH_LINK.copy_s(images.nbytes, pinned=False)
     step = (zero_grad + copy_s + est.phase(Phase.FORWARD).time_s
             + est.phase(Phase.BACKWARD).time_s)
-    return _result(f"{row['hardware']} {row['model']} {dtype} batch {batch} ({row['run_date']})",
-                   step, float(row["median_ms"]) * MS)
+    return _result(f"{row['hardware']} {row['model']} {row['precision']} batch "
+                   f"{row['batch_size']} ({row['run_date']})", step, float(row["median_ms"]) * MS)
 
 
 def _small_batch_inference_case(job: tuple[dict, str]) -> dict:
@@ -750,19 +756,12 @@ def _small_batch_inference_case(job: tuple[dict, str]) -> dict:
     eval mode) and the loss. VGG without batch norm only: eval-mode batch norm, one pass with
     the running statistics, is not in the workload model."""
     row, fidelity = job
-    batch, dtype = int(row["batch_size"]), row["precision"]
     model = _small_batch_model(row["model"])
     model["layers"] = [layer for layer in model["layers"] if layer["type"] != "dropout"]
-    raw = {"format_version": 1, "name": row["model"], "model": model,
-           "data": {"batch_size": batch},
-           "training": {"dtype": dtype, "loss": "cross_entropy", "optimizer": {"type": "sgd"}}}
-    est = analyze(_workload(raw, row["model"]), _card(row["hardware"]),
-                  fidelity=fidelity).estimate
-    images = next(t for t in est.trace.tensors if t.name == "images")
-    step = (SMALL_BATCH_LINK.copy_s(images.nbytes, pinned=False)
-            + _forward_without(est, ("loss.",)))
-    return _result(f"{row['hardware']} {row['model']} {dtype} batch {batch} inference "
-                   f"({row['run_date']})", step, float(row["median_ms"]) * MS)
+    est, copy_s = _small_batch_estimate(row, fidelity, model, {"optimizer": {"type": "sgd"}})
+    return _result(f"{row['hardware']} {row['model']} {row['precision']} batch "
+                   f"{row['batch_size']} inference ({row['run_date']})",
+                   copy_s + _forward_without(est, ("loss.",)), float(row["median_ms"]) * MS)
 
 
 def small_batch_rows(fidelity: str, jobs: int = 1) -> list[dict]:
