@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from simulator.config.hardware import hardware_names, load_hardware
@@ -454,9 +458,43 @@ def _list_and_show(sub, name: str, help_text: str, listing: tuple, showing: tupl
     show.set_defaults(func=showing[1])
 
 
-def _interrupted(exc: BaseException) -> bool:
-    """Whether Ctrl-C caused this error: a KeyboardInterrupt, or one that landed while numba
-    loaded a compiled function from its cache and came out as a SystemError raised from it."""
+class _CtrlC:
+    """SIGINT handled as Python's own handler does it (a KeyboardInterrupt), and remembered. A
+    KeyboardInterrupt raised inside a ctypes callback does not propagate: Python reports it as
+    ignored and carries on. numba compiling its first functions runs in such callbacks
+    (llvmlite's object-cache hook), and after Ctrl-C lands there numba fails with an error of
+    its own ("no compiled object yet"), with no KeyboardInterrupt behind it."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, signum: int, frame) -> None:
+        self.seen = True
+        signal.default_int_handler(signum, frame)
+
+
+@contextlib.contextmanager
+def _ctrl_c_remembered() -> Iterator[_CtrlC]:
+    """`_CtrlC` as the SIGINT handler while the command runs, where Python's own handler is
+    the one in place (not where SIGINT is ignored, as in a shell's background job)."""
+    ctrl_c = _CtrlC()
+    own = threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if own:
+        signal.signal(signal.SIGINT, ctrl_c)
+    try:
+        yield ctrl_c
+    finally:
+        if own:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _interrupted(exc: BaseException, ctrl_c: _CtrlC) -> bool:
+    """Whether Ctrl-C caused this error: a KeyboardInterrupt; one that landed while numba
+    loaded a compiled function from its cache and came out as a SystemError raised from it; or
+    any error after a Ctrl-C that a ctypes callback swallowed (`_CtrlC`)."""
+    if ctrl_c.seen and isinstance(exc, Exception):
+        return True
     seen = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, KeyboardInterrupt):
@@ -473,13 +511,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--top: expected a number >= 0")
     if getattr(args, "workers", None) is not None and args.workers < 1:
         parser.error(f"--workers: expected a number >= 1, got {args.workers}")
+    with _ctrl_c_remembered() as ctrl_c:
+        try:
+            return _run(args)
+        except BaseException as exc:
+            if not _interrupted(exc, ctrl_c):
+                raise
+    print(f"interrupted{getattr(args, 'interrupted_note', '')}", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, its bad input and unwritable outputs each told in one line."""
     try:
         return args.func(args)
-    except (KeyboardInterrupt, SystemError) as exc:
-        if not _interrupted(exc):
-            raise
-        print(f"interrupted{getattr(args, 'interrupted_note', '')}", file=sys.stderr)
-        return EXIT_INTERRUPTED
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

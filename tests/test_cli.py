@@ -398,6 +398,39 @@ def test_top_sets_the_op_table_and_zero_leaves_it_out(capsys):
     assert code == 0 and "ops by time" not in out and "Step time" in out
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_ctrl_c_that_a_ctypes_callback_swallows_still_ends_the_run_as_interrupted(monkeypatch,
+                                                                                  capsys):
+    """Ctrl-C landing inside a ctypes callback (numba compiling its first functions runs in
+    llvmlite's) raises a KeyboardInterrupt that Python reports as ignored, and numba then
+    fails with an error of its own: still one line and exit 130, not that error's traceback.
+    The same error with no Ctrl-C before it is not taken for one."""
+    import ctypes
+
+    from simulator import cli
+
+    def compiling(args):
+        ctypes.CFUNCTYPE(None)(lambda: signal.raise_signal(signal.SIGINT))()
+        raise RuntimeError("no compiled object yet")
+
+    def failing(args):
+        raise RuntimeError("no compiled object yet")
+
+    # Python's own handler, as in a terminal (a test worker may run with SIGINT ignored)
+    monkeypatch.setattr(cli, "cmd_run", compiling)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        code, _, err = run_cli(capsys, "run", "cnn")
+        assert code == cli.EXIT_INTERRUPTED
+        assert err.splitlines() == ["interrupted"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        monkeypatch.setattr(cli, "cmd_run", failing)
+        with pytest.raises(RuntimeError):
+            main(["run", "cnn"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX signals")
 @pytest.mark.parametrize("args", [
     ["run", "transformer", "--fidelity", "cycle"],
