@@ -476,17 +476,28 @@ class _CtrlC:
 @contextlib.contextmanager
 def _ctrl_c_remembered() -> Iterator[_CtrlC]:
     """`_CtrlC` as the SIGINT handler while the command runs, where Python's own handler is
-    the one in place (not where SIGINT is ignored, as in a shell's background job)."""
+    the one in place (not where SIGINT is ignored, as in a shell's background job); the
+    KeyboardInterrupt a ctypes callback swallowed is not printed as an ignored exception with
+    its traceback (the run ends with one line saying it was interrupted)."""
     ctrl_c = _CtrlC()
     own = threading.current_thread() is threading.main_thread() and \
         signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    if own:
-        signal.signal(signal.SIGINT, ctrl_c)
+    if not own:
+        yield ctrl_c
+        return
+    report = sys.unraisablehook
+
+    def unraisable(args) -> None:
+        if not (ctrl_c.seen and issubclass(args.exc_type, KeyboardInterrupt)):
+            report(args)
+
+    signal.signal(signal.SIGINT, ctrl_c)
+    sys.unraisablehook = unraisable
     try:
         yield ctrl_c
     finally:
-        if own:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.unraisablehook = report
 
 
 def _interrupted(exc: BaseException, ctrl_c: _CtrlC) -> bool:
