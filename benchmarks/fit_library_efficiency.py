@@ -31,7 +31,9 @@ Response time: with the families fixed, the T4's compute-bound lone GEMMs
 time with the least robust error is kept. Only the T4's GEMMs see this one coefficient; its
 convolutions and vector ops and the other cards stay unseen.
 
-Prints the fits and their median and p90 absolute errors; `--write` stores the families in
+Prints the fits and their median and p90 absolute errors, then what the fixed time per
+convolution kernel stands for: the V100's convolutions without it (the other costs as fitted)
+and its GEMMs, measured over predicted by measured duration; `--write` stores the families in
 simulator/gpu/library_efficiency.json (the response time is printed, to be copied into
 gpu/clocks.py). benchmarks/measured_fidelity.py checks both on the GDDR6 cards.
 """
@@ -40,8 +42,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -189,6 +193,33 @@ def fit_conv(rows: list[dict], hw: Hardware) -> tuple[library.ConvCosts, float, 
     return (library.ConvCosts(*x), *_errors(residuals(np.array(x))))
 
 
+# bounds (s) of the duration bins the per-kernel time is read against: the V100's measured compute
+DURATION_BINS = (0.0, 0.2e-3, 0.5e-3, 1e-3, 2e-3, 5e-3, float("inf"))
+
+
+def by_duration(measured: list[float], predicted: list[float]) -> list[tuple[int, float]]:
+    """(cases, median of measured over predicted) per DURATION_BINS bin of measured time."""
+    m, p = np.array(measured), np.array(predicted)
+    out = []
+    for lo, hi in pairwise(DURATION_BINS):
+        inside = (m >= lo) & (m < hi)
+        out.append((int(inside.sum()), float(np.median(m[inside] / p[inside]))
+                    if inside.any() else float("nan")))
+    return out
+
+
+def conv_without_kernel_time(rows: list[dict], costs: library.ConvCosts,
+                             hw: Hardware) -> list[float]:
+    """Each case's compute seconds through the fitted costs less the fixed time per kernel."""
+    bare = dataclasses.replace(costs, kernel_us=0.0)
+    return [max(kernel_compute(hw, r["op"], clock_scale=1.0, costs=bare).time_s,
+                r["op"].bytes_moved / hw.peak_bandwidth_Bps) for r in rows]
+
+
+def _duration_line(name: str, bins: list[tuple[int, float]]) -> str:
+    return f"{name:<24}" + "".join(f"  {n:5d} x{ratio:5.2f}" for n, ratio in bins)
+
+
 def t4_cases(hw: Hardware) -> list[dict]:
     with T4_GEMMS.open(newline="") as f:
         cases = [gemm_case(hw, row, "fp32", "fp32") for row in csv.DictReader(f)]
@@ -251,6 +282,16 @@ def main() -> int:
     print(f"{'conv':<11} {len(rows):4d} cases  " + "  ".join(
         f"{p[0]} {getattr(costs, p[0]):g}" for p in CONV_PARAMETERS) +
         f"  median |err| {median:6.1%}  p90 {p90:6.1%}")
+    bins = " ".join(f"{lo * 1e3:g}-{hi * 1e3:g}" for lo, hi in
+                    pairwise(DURATION_BINS))
+    print(f"the V100's measured compute over predicted by measured time (ms: {bins}), cases x "
+          "median ratio:")
+    print(_duration_line("conv, no kernel_us", by_duration(
+        [r["compute_s"] for r in rows], conv_without_kernel_time(rows, costs, v100))))
+    gemms = training["simt_volta"][0]
+    print(_duration_line("GEMMs, simt_volta", by_duration(
+        [r["compute_s"] for r in gemms],
+        [boost_s(r, fitted["simt_volta"], v100.sm_count) for r in gemms])))
     if args.write:
         library.COEFFICIENTS.write_text(json.dumps(doc, indent=2) + "\n")
         library.conv_costs.cache_clear()
