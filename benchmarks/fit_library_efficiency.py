@@ -177,14 +177,25 @@ def conv_cases(hw: Hardware) -> list[dict]:
     return out
 
 
+def operand_seconds(rows: list[dict], hw: Hardware) -> list[float]:
+    """Each convolution case's operands at the DRAM's peak."""
+    return [r["op"].bytes_moved / hw.peak_bandwidth_Bps for r in rows]
+
+
+def conv_seconds(rows: list[dict], costs: library.ConvCosts, hw: Hardware,
+                 memory: list[float]) -> list[float]:
+    """Each convolution case's compute seconds through `costs`: the longer of its arithmetic
+    (cuDNN's fastest algorithm) and its operands at the DRAM's peak (`memory`)."""
+    return [max(kernel_compute(hw, r["op"], clock_scale=1.0, costs=costs).time_s, mem)
+            for r, mem in zip(rows, memory, strict=True)]
+
+
 def fit_conv(rows: list[dict], hw: Hardware) -> tuple[library.ConvCosts, float, float]:
     measured = np.log([r["compute_s"] for r in rows])
-    memory = [r["op"].bytes_moved / hw.peak_bandwidth_Bps for r in rows]
+    memory = operand_seconds(rows, hw)
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        costs = library.ConvCosts(*x)
-        return np.log([max(kernel_compute(hw, r["op"], clock_scale=1.0, costs=costs).time_s,
-                           mem) for r, mem in zip(rows, memory, strict=True)]) - measured
+        return np.log(conv_seconds(rows, library.ConvCosts(*x), hw, memory)) - measured
 
     lo, hi, start = zip(*((p[1], p[2], p[3]) for p in CONV_PARAMETERS), strict=True)
     fit = least_squares(residuals, start, bounds=(lo, hi), loss="soft_l1", f_scale=LOSS_SCALE,
@@ -208,12 +219,18 @@ def by_duration(measured: list[float], predicted: list[float]) -> list[tuple[int
     return out
 
 
-def conv_without_kernel_time(rows: list[dict], costs: library.ConvCosts,
-                             hw: Hardware) -> list[float]:
-    """Each case's compute seconds through the fitted costs less the fixed time per kernel."""
+def duration_ratios(convs: list[dict], costs: library.ConvCosts, gemms: list[dict],
+                    volta: library.KernelFamily, hw: Hardware
+                    ) -> dict[str, list[tuple[int, float]]]:
+    """by_duration of the V100's convolutions through `costs` less the fixed time per kernel,
+    and of its GEMMs through `volta`, which has no such term."""
     bare = dataclasses.replace(costs, kernel_us=0.0)
-    return [max(kernel_compute(hw, r["op"], clock_scale=1.0, costs=bare).time_s,
-                r["op"].bytes_moved / hw.peak_bandwidth_Bps) for r in rows]
+    return {"conv, no kernel_us": by_duration(
+                [r["compute_s"] for r in convs],
+                conv_seconds(convs, bare, hw, operand_seconds(convs, hw))),
+            "GEMMs, simt_volta": by_duration(
+                [r["compute_s"] for r in gemms],
+                [boost_s(r, volta, hw.sm_count) for r in gemms])}
 
 
 def _duration_line(name: str, bins: list[tuple[int, float]]) -> str:
@@ -286,12 +303,9 @@ def main() -> int:
                     pairwise(DURATION_BINS))
     print(f"the V100's measured compute over predicted by measured time (ms: {bins}), cases x "
           "median ratio:")
-    print(_duration_line("conv, no kernel_us", by_duration(
-        [r["compute_s"] for r in rows], conv_without_kernel_time(rows, costs, v100))))
-    gemms = training["simt_volta"][0]
-    print(_duration_line("GEMMs, simt_volta", by_duration(
-        [r["compute_s"] for r in gemms],
-        [boost_s(r, fitted["simt_volta"], v100.sm_count) for r in gemms])))
+    for name, bins_of in duration_ratios(rows, costs, training["simt_volta"][0],
+                                         fitted["simt_volta"], v100).items():
+        print(_duration_line(name, bins_of))
     if args.write:
         library.COEFFICIENTS.write_text(json.dumps(doc, indent=2) + "\n")
         library.conv_costs.cache_clear()

@@ -172,13 +172,9 @@ def test_the_per_kernel_convolution_time_stands_for_a_loss_of_short_convolutions
     5 ms)."""
     fit = load_benchmark("fit_library_efficiency")
     v100 = load_hardware("v100-pcie-32gb")
-    rows = fit.conv_cases(v100)
-    conv = fit.by_duration([r["compute_s"] for r in rows],
-                           fit.conv_without_kernel_time(rows, library.conv_costs(), v100))
-    gemms = fit.v100_cases(v100, "train")
-    gemm = fit.by_duration([r["compute_s"] for r in gemms],
-                           [fit.boost_s(r, library.families()["simt_volta"], v100.sm_count)
-                            for r in gemms])
+    conv, gemm = fit.duration_ratios(fit.conv_cases(v100), library.conv_costs(),
+                                     fit.v100_cases(v100, "train"),
+                                     library.families()["simt_volta"], v100).values()
     assert len(conv) == len(gemm) == len(fit.DURATION_BINS) - 1
     assert all(n > 50 for n, _ in conv) and all(n > 500 for n, _ in gemm)
     assert conv[1][1] > 1.5 and conv[-1][1] < 1.15  # 0.2-0.5 ms; over 5 ms
