@@ -10,8 +10,10 @@ end: Lambda's ResNet-50 training throughput on fourteen GDDR6 cards (step = batc
 second) and NeuSight's L4 training steps (BERT-large at batch 2 and 8, GPT-2 large), forward
 and backward apart. BERT SQuAD, apart from those: Lambda's BERT-large and BERT-base SQuAD
 fine-tuning throughput on the same GDDR6 cards (fp32 and apex O2 AMP), a workload the model was
-not built beside. Inference, apart from the training figures: NeuSight's fp32 forwards of
-BERT-large and GPT-2 large on the T4 and the L4, and the small batches' VGG forwards.
+not built beside. Laptops, apart from both: the same two benchmarks on Lambda's four laptop
+GPUs (RTX 2070, 2080 and 2080 Super Max-Q, RTX 3080 Max-Q 16 GB), each at the rated boost
+of the variant TechPowerUp lists. Inference, apart from the training figures: NeuSight's fp32
+forwards of BERT-large and GPT-2 large on the T4 and the L4, and the small batches' VGG forwards.
 Operators: the forward ops NeuSight timed of three L4 training steps and six L4 inference runs
 (the embedding, the first block and the head), each op of the step's trace timed as NeuSight
 timed it: alone, called again and again, on NeuSight's inputs; T4 operators: the same from
@@ -30,18 +32,20 @@ benchmarks/measured/.
 Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
 max absolute error as fractions of the measured time. `--json` prints
 {"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ..., "bert_squad": ...,
-"small_batch": ..., "inference": ..., "operators": ..., "t4_operators": ..., "row_kernels": ...,
-"h200_convs": ..., "held_out_kernels": ...}, each with `cases`, `median_abs_error`,
-`p90_abs_error` and `max_abs_error`, and its `rows` (`t4_operators` also `by_class`: `gemm` and
-`other`; `row_kernels` one class per card and kernel, `h200_convs` one per path and direction,
+"laptops": ..., "small_batch": ..., "inference": ..., "operators": ..., "t4_operators": ...,
+"row_kernels": ..., "h200_convs": ..., "held_out_kernels": ...}, each with `cases`,
+`median_abs_error`, `p90_abs_error` and `max_abs_error`, and its `rows` (`t4_operators` also
+`by_class`: `gemm` and `other`; `laptops` `resnet50` and `bert_squad`; `row_kernels` one class
+per card and kernel, `h200_convs` one per path and direction,
 `held_out_kernels` per card and class, without
 rows; `held_out_kernels` also `t4_campaign_ratio`: its T4 GEMMs' time per FLOP against the
 kernel set's of like shape).
 
-Every case by default: about 62 minutes on two cores, 28 of them the kernel classes' 51,524
-rows, 10 the held-out kernels' 7,480, 7 the small batches' 60 steps. `--sample N` takes a
-seeded random N of each kernel class instead, and of each held-out card's class, for a quick
-look (300: about two minutes; a sample's median strays a point or two from the whole class's).
+Every case by default: about 63 minutes on two cores, 28 of them the kernel classes' 51,524
+rows, 10 the held-out kernels' 7,480, 7 the small batches' 60 steps, 1 the laptops' 18.
+`--sample N` takes a seeded random N of each kernel class instead, and of each held-out card's
+class, for a quick look (300: about two minutes; a sample's median strays a point or two from
+the whole class's).
 `--jobs N` runs the kernel cases, Lambda's steps and the small batches in N worker processes
 (default: the CPUs this process may use), each replaying on its share of the CPUs, with the
 same figures for any N (one process: about an hour and a half on two cores).
@@ -248,13 +252,22 @@ def _resnet_case(job: tuple[dict, str]) -> dict:
                    f"({row['lambda_system']}, {row['run_date']})", step, measured)
 
 
-def lambda_rows(fidelity: str, cards: dict[str, str] | None = None, jobs: int = 1
-                ) -> list[dict]:
+# Lambda's laptop GPUs, at the rated boost of the variant TechPowerUp lists (a laptop's clocks
+# and power limit are its maker's setting within NVIDIA's range for the part): a part of their
+# own, added after the model stood and consulted for nothing
+LAPTOPS = frozenset({"rtx-2070-max-q", "rtx-2080-max-q", "rtx-2080-super-max-q",
+                     "rtx-3080-max-q-16gb"})
+
+
+def lambda_rows(fidelity: str, cards: dict[str, str] | None = None, jobs: int = 1,
+                laptops: bool = False) -> list[dict]:
     """ResNet-50 v1.5 training steps: Lambda's batch, AMP or fp32 with TF32 allowed. `cards`:
-    only these cards' rows, each at the precision named (amp or fp32)."""
+    only these cards' rows, each at the precision named (amp or fp32); `laptops`: the laptop
+    GPUs' rows (LAPTOPS) instead of the others'."""
     return _map(_resnet_case, ((row, fidelity) for row in read_rows("lambda_resnet50_train.csv")
-                               if cards is None or cards.get(row["hardware"]) ==
-                               row["precision"]), jobs)
+                               if (row["hardware"] in LAPTOPS) == laptops
+                               and (cards is None or cards.get(row["hardware"]) ==
+                                    row["precision"])), jobs)
 
 
 # NeuSight's L4 training steps (benchmarks/measured/l4_fp32_training_steps.csv): fp32, TF32
@@ -631,13 +644,14 @@ CLIP_ON_HOST: dict[str, dict[str, bool]] = {
 
 
 def lambda_bert_rows(fidelity: str, keep: Callable[[dict], bool] | None = None,
-                     jobs: int = 1) -> list[dict]:
+                     jobs: int = 1, laptops: bool = False) -> list[dict]:
     """BERT-large and BERT-base SQuAD fine-tuning steps against each run's warm step (the
     file's `steady_step_ms`, benchmarks/derive_steady_steps.py: Lambda's sequences per second
     count the first step too), TF32 allowed as the NGC containers do. `keep`: only the file's
-    rows it accepts."""
+    rows it accepts; `laptops`: the laptop GPUs' rows (LAPTOPS) instead of the others'."""
     return _map(_bert_case, ((row, fidelity) for row in read_rows("lambda_bert_squad_train.csv")
-                             if keep is None or keep(row)), jobs)
+                             if (row["hardware"] in LAPTOPS) == laptops
+                             and (keep is None or keep(row))), jobs)
 
 
 def _bert_case(job: tuple[dict, str]) -> dict:
@@ -852,8 +866,8 @@ def summary(rows: list[dict]) -> dict:
             "rows": rows}
 
 
-STEP_PARTS = ("end_to_end", "bert_squad", "small_batch", "inference",  # a row per case
-              "operators", "t4_operators", "row_kernels", "h200_convs")
+STEP_PARTS = ("end_to_end", "bert_squad", "laptops", "small_batch",  # a row per case
+              "inference", "operators", "t4_operators", "row_kernels", "h200_convs")
 
 
 def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
@@ -869,6 +883,12 @@ def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
         doc["end_to_end"] = summary(lambda_rows(fidelity, jobs=jobs) + l4_rows(fidelity))
     if only in (None, "bert_squad"):
         doc["bert_squad"] = summary(lambda_bert_rows(fidelity, jobs=jobs))
+    if only in (None, "laptops"):
+        rows = ([r | {"class": "resnet50"} for r in lambda_rows(fidelity, jobs=jobs,
+                                                                 laptops=True)]
+                + [r | {"class": "bert_squad"} for r in lambda_bert_rows(fidelity, jobs=jobs,
+                                                                         laptops=True)])
+        doc["laptops"] = summary(rows) | {"by_class": by_class(rows)}
     if only in (None, "small_batch"):
         doc["small_batch"] = summary(small_batch_rows(fidelity, jobs=jobs))
     if only in (None, "inference"):
@@ -930,11 +950,12 @@ def main() -> int:
     for part in STEP_PARTS:
         if part not in doc:
             continue
-        print(f"{part.replace('_', '-') + ' case':<64} {'predicted ms':>12} "
+        width = max(64, *(len(r["case"]) for r in doc[part]["rows"]))
+        print(f"{part.replace('_', '-') + ' case':<{width}} {'predicted ms':>12} "
               f"{'measured ms':>12} {'error':>8}")
         for r in doc[part]["rows"]:
-            print(f"{r['case']:<64} {r['predicted_ms']:>12.2f} {r['measured_ms']:>12.2f} "
-                  f"{r['error']:>+8.1%}")
+            print(f"{r['case']:<{width}} {r['predicted_ms']:>12.2f} "
+                  f"{r['measured_ms']:>12.2f} {r['error']:>+8.1%}")
         print()
     print(f"summary ({args.fidelity} fidelity; errors as fractions of the measured time):")
     for kind, s in doc.get("kernels", {}).items():

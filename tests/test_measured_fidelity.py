@@ -39,8 +39,8 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
     doc = harness.run(sample=5, fidelity="analytic", only=None)
     assert set(doc["kernels"]) == {"gemm", "conv2d", "vector"}
     for part in [*doc["kernels"].values(), doc["end_to_end"], doc["bert_squad"],
-                 doc["small_batch"], doc["inference"], doc["operators"], doc["t4_operators"],
-                 doc["h200_convs"]]:
+                 doc["laptops"], doc["small_batch"], doc["inference"], doc["operators"],
+                 doc["t4_operators"], doc["h200_convs"]]:
         errors = sorted(abs(r["error"]) for r in part["rows"])
         assert part["cases"] == len(part["rows"]) > 0
         assert part["max_abs_error"] == errors[-1]
@@ -54,6 +54,11 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
     # BERT-large and BERT-base SQuAD, fp32 and AMP, on the seventeen systems of the ResNet-50
     # file and Lambda's cloud Quadro RTX 6000
     assert doc["bert_squad"]["cases"] == 72
+    # Lambda's four laptop GPUs: ResNet-50 fp32 and AMP on each; BERT-base SQuAD fp32 and AMP
+    # on each, BERT-large on the RTX 3080 Max-Q too
+    laptops = doc["laptops"]
+    assert {c: s["cases"] for c, s in laptops["by_class"].items()} == \
+        {"resnet50": 4 * 2, "bert_squad": 4 * 2 + 2} and laptops["cases"] == 18
     # ResNet-18 to 152, Wide ResNet-50-2 and 101-2 and VGG-11 to 19 with and without batch
     # norm, at batch 12, fp32 and fp16, on an RTX 2080 Ti and a Titan RTX
     assert doc["small_batch"]["cases"] == (5 + 2 + 8) * 2 * 2
@@ -172,6 +177,28 @@ def test_resnet50_steps_on_unseen_cards_hold_their_accuracy(harness):
     assert set(rows) == {"rtx-a4000 resnet50 fp32 batch 152", "a10 resnet50 amp batch 448"}
     for r in rows.values():
         assert abs(r["error"]) <= 0.15, r["case"]
+
+
+def test_laptop_gpus_at_their_rated_boost_hold_their_accuracy(harness):
+    """Lambda's laptop GPUs, each file TechPowerUp's variant of the part at its rated boost
+    (a laptop's clock is its maker's setting): held out of everything, and apart from the
+    other cards' steps. The farthest of their 18 steps in each direction and the slowest
+    ResNet-50 one: the RTX 3080 Max-Q's BERT-base fp32 (+21.4 % now) and ResNet-50 fp32
+    (-19.0 %), the RTX 2080 Super Max-Q's ResNet-50 fp32 (+16.5 %), within 25 %."""
+    rows = harness.lambda_rows("sampled", cards={"rtx-3080-max-q-16gb": "fp32",
+                                                 "rtx-2080-super-max-q": "fp32"}, laptops=True)
+    rows += harness.lambda_bert_rows("sampled", laptops=True, keep=lambda r: (
+        r["hardware"], r["model"], r["precision"]) == ("rtx-3080-max-q-16gb", "bert_base",
+                                                       "fp32"))
+    assert [r["case"].split(" (")[0] for r in rows] == [
+        "rtx-2080-super-max-q resnet50 fp32 batch 64",
+        "rtx-3080-max-q-16gb resnet50 fp32 batch 152",
+        "rtx-3080-max-q-16gb bert_base squad fp32 batch 16"]
+    for r in rows:
+        assert abs(r["error"]) <= 0.25, r["case"]
+    # the other parts leave the laptops out
+    assert not any(r["case"].split()[0] in harness.LAPTOPS
+                   for r in harness.lambda_rows("analytic") + harness.lambda_bert_rows("analytic"))
 
 
 def test_every_bert_squad_run_names_a_pytorch_build_whose_clipping_is_known(harness):
