@@ -248,6 +248,12 @@ def test_winograd_is_a_candidate_for_fp32_3x3_stride_1_convolutions_only(t4):
     assert names(_conv(stride=2)) == ["implicit_gemm"]
     assert names(_conv(kernel=1)) == ["implicit_gemm"]
     assert names(_conv(), simt=False) == ["implicit_gemm"]  # tensor cores: implicit GEMM
+    # cuDNN's Winograd kernels take float and half data, not double: an FP64 3x3 convolution
+    # runs the implicit GEMM at the full count of multiplies
+    assert names(_conv(dtype="fp16")) == names(_conv())
+    assert names(_conv(dtype="fp64")) == ["implicit_gemm"]
+    fp64 = kernel_compute(t4, _conv(c_in=256, c_out=256, dtype="fp64").ops[0])
+    assert fp64.algorithm == "implicit_gemm" and fp64.ceiling.key == "fp64"
     # the fastest is taken: never slower than the implicit GEMM alone
     op = _conv(c_in=256, c_out=256).ops[0]
     kc = kernel_compute(t4, op)

@@ -34,6 +34,9 @@ with the ones below, each a GEMM through the library's kernel family (gpu/librar
   turns its 36 points back into 3x3 filters: the forward's arithmetic and bytes, the roles
   swapped. cuDNN has no fused Winograd for the weight gradient.
 
+The Winograd algorithms take FP32 and FP16 data only (WINOGRAD_DTYPES); an FP64 convolution
+runs the implicit GEMM.
+
 Transform kernels move their bytes at a share of the DRAM's peak (ConvCosts.
 transform_bandwidth); every kernel adds a fixed time (ConvCosts.kernel_us).
 
@@ -108,6 +111,14 @@ def is_weight_grad(op: Op) -> bool:
         out[:2] == (gy[1], x[1]) and (out[0] != gy[0] or out[2] * out[3] < x[2] * x[3])
 
 
+# The data types cuDNN's Winograd algorithms take, fused and non-fused, forward and backward:
+# FLOAT_CONFIG and the half configurations, not DOUBLE_CONFIG (cuDNN API reference, the
+# supported configurations of cudnnConvolutionForward, cudnnConvolutionBackwardData and
+# cudnnConvolutionBackwardFilter: docs.nvidia.com/deeplearning/cudnn/api). An FP64
+# convolution runs the implicit GEMM at the full count of multiplies.
+WINOGRAD_DTYPES = frozenset({"fp32", "fp16"})
+
+
 def winograd_geometry(op: Op) -> tuple[int, int, int, int, int] | None:
     """(batch, C_in, C_out, P, Q) of a 3x3, stride-1 convolution, forward, data gradient or
     weight gradient (C_in and C_out as the op runs them: a data gradient's C_in is the
@@ -144,12 +155,13 @@ def nchw_transpose_bytes(op: Op) -> int:
 def conv_algorithms(op: Op, implicit: GemmShape, simt: bool,
                     costs: ConvCosts) -> list[ConvAlgorithm]:
     """The algorithms cuDNN may pick for this convolution (`implicit`: its implicit GEMM;
-    `simt`: FP32 on the CUDA cores, where the Winograd ones apply)."""
+    `simt`: on the CUDA cores, where the Winograd ones apply to the data types they take)."""
     transposes = 0 if simt else nchw_transpose_bytes(op)
     weight_grad = is_weight_grad(op)
     # cuDNN's implicit GEMM: a kernel computing the gather's offsets, then the GEMM
     out = [ConvAlgorithm("implicit_gemm", implicit, transposes, split_k=weight_grad, kernels=2)]
-    geometry = winograd_geometry(op) if simt else None
+    winograd = simt and op.reads[0].tensor.dtype in WINOGRAD_DTYPES
+    geometry = winograd_geometry(op) if winograd else None
     if geometry is None:
         return out
     n, c_in, c_out, p, q = geometry
