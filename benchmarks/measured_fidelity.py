@@ -24,7 +24,8 @@ of transformer shapes on the T4 and the L4, measured in a campaign of their own,
 class. Small batch: torchvision ResNets (18 to 152) and VGGs (11 to 19, with and without batch
 norm) trained at batch 12 in fp32 and in fp16 (`model.half()`) on an RTX 2080 Ti and a Titan
 RTX by ryujaehun/pytorch-gpu-benchmark, zero_grad, forward and backward timed together with the
-input's copy to the GPU. H200 convolutions: this project's measurements of ResNet-50's
+input's copy to the GPU; FP64: the same runs' FP64 steps (`model.double()`), apart. H200
+convolutions: this project's measurements of ResNet-50's
 distinct convolutions, forward and backward, FP32, TF32 and FP16 (NCHW and channels-last),
 each timed as a lone op through the library model (no GDDR6 replay: HBM3). Data and sources:
 benchmarks/measured/.
@@ -32,17 +33,18 @@ benchmarks/measured/.
 Prints one row per end-to-end case and per kernel class, then the summary: median, p90 and
 max absolute error as fractions of the measured time. `--json` prints
 {"kernels": {"gemm": ..., "conv2d": ..., "vector": ...}, "end_to_end": ..., "bert_squad": ...,
-"laptops": ..., "small_batch": ..., "inference": ..., "operators": ..., "t4_operators": ...,
-"row_kernels": ..., "h200_convs": ..., "held_out_kernels": ...}, each with `cases`,
-`median_abs_error`, `p90_abs_error` and `max_abs_error`, and its `rows` (`t4_operators` also
-`by_class`: `gemm` and `other`; `laptops` `resnet50` and `bert_squad`; `row_kernels` one class
-per card and kernel, `h200_convs` one per path and direction,
+"laptops": ..., "small_batch": ..., "fp64": ..., "inference": ..., "operators": ...,
+"t4_operators": ..., "row_kernels": ..., "h200_convs": ..., "held_out_kernels": ...}, each
+with `cases`, `median_abs_error`, `p90_abs_error` and `max_abs_error`, and its `rows`
+(`t4_operators` also `by_class`: `gemm` and `other`; `laptops` `resnet50` and `bert_squad`;
+`fp64` `resnet`, `wide_resnet` and `vgg`; `row_kernels` one class per card and kernel, `h200_convs` one per path and direction,
 `held_out_kernels` per card and class, without
 rows; `held_out_kernels` also `t4_campaign_ratio`: its T4 GEMMs' time per FLOP against the
 kernel set's of like shape).
 
-Every case by default: about 63 minutes on two cores, 28 of them the kernel classes' 51,524
-rows, 10 the held-out kernels' 7,480, 7 the small batches' 60 steps, 1 the laptops' 18.
+Every case by default: about 67 minutes on two cores, 28 of them the kernel classes' 51,524
+rows, 10 the held-out kernels' 7,480, 7 the small batches' 60 steps, 4 their 30 in FP64, 1
+the laptops' 18.
 `--sample N` takes a seeded random N of each kernel class instead, and of each held-out card's
 class, for a quick look (300: about two minutes; a sample's median strays a point or two from
 the whole class's).
@@ -778,9 +780,17 @@ def _small_batch_inference_case(job: tuple[dict, str]) -> dict:
                    copy_s + _forward_without(est, ("loss.",)), float(row["median_ms"]) * MS)
 
 
-def small_batch_rows(fidelity: str, jobs: int = 1) -> list[dict]:
-    return _map(_small_batch_case, ((row, fidelity) for row in
-                                    read_rows("ryujaehun_train_batch12.csv")), jobs)
+def small_batch_rows(fidelity: str, jobs: int = 1, fp64: bool = False) -> list[dict]:
+    """The batch-12 steps in fp32 and fp16; `fp64`: those in FP64 (`model.double()`) instead,
+    each classed by its network's family."""
+    rows = _map(_small_batch_case, ((row, fidelity) for row in
+                                    read_rows("ryujaehun_train_batch12.csv")
+                                    if (row["precision"] == "fp64") == fp64), jobs)
+    if not fp64:
+        return rows
+    return [r | {"class": next(f for f in ("wide_resnet", "resnet", "vgg")
+                               if r["case"].startswith(f, r["case"].index(" ") + 1))}
+            for r in rows]
 
 
 # --- held-out kernels -------------------------------------------------------------------------
@@ -867,7 +877,7 @@ def summary(rows: list[dict]) -> dict:
 
 
 STEP_PARTS = ("end_to_end", "bert_squad", "laptops", "small_batch",  # a row per case
-              "inference", "operators", "t4_operators", "row_kernels", "h200_convs")
+              "fp64", "inference", "operators", "t4_operators", "row_kernels", "h200_convs")
 
 
 def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
@@ -891,6 +901,9 @@ def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
         doc["laptops"] = summary(rows) | {"by_class": by_class(rows)}
     if only in (None, "small_batch"):
         doc["small_batch"] = summary(small_batch_rows(fidelity, jobs=jobs))
+    if only in (None, "fp64"):
+        rows = small_batch_rows(fidelity, jobs=jobs, fp64=True)
+        doc["fp64"] = summary(rows) | {"by_class": by_class(rows)}
     if only in (None, "inference"):
         doc["inference"] = summary(inference_rows(fidelity, jobs=jobs))
     if only in (None, "operators"):
