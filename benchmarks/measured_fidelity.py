@@ -37,8 +37,8 @@ max absolute error as fractions of the measured time. `--json` prints
 "t4_operators": ..., "row_kernels": ..., "h200_convs": ..., "held_out_kernels": ...}, each
 with `cases`, `median_abs_error`, `p90_abs_error` and `max_abs_error`, and its `rows`
 (`t4_operators` also `by_class`: `gemm` and `other`; `laptops` `resnet50` and `bert_squad`;
-`fp64` `resnet`, `wide_resnet` and `vgg`; `row_kernels` one class per card and kernel, `h200_convs` one per path and direction,
-`held_out_kernels` per card and class, without
+`fp64` `resnet`, `wide_resnet` and `vgg`; `row_kernels` one class per card and kernel,
+`h200_convs` one per path and direction, `held_out_kernels` per card and class, without
 rows; `held_out_kernels` also `t4_campaign_ratio`: its T4 GEMMs' time per FLOP against the
 kernel set's of like shape).
 
