@@ -606,8 +606,8 @@ def inference_rows(fidelity: str, jobs: int = 1) -> list[dict]:
                            _forward_without(est, INFERENCE_SKIPS.get(model, ("loss.",))),
                            float(row["forward_ms"]) * MS))
     return out + _map(_small_batch_inference_case,
-                      ((row, fidelity) for row in read_rows("ryujaehun_inference_batch12.csv")),
-                      jobs)
+                      ((row, fidelity) for row in read_rows("ryujaehun_inference_batch12.csv")
+                       if row["precision"] != "fp64"), jobs)
 
 
 # Lambda's BERT SQuAD fine-tuning (benchmarks/measured/lambda_bert_squad_train.csv): NVIDIA's
@@ -782,15 +782,18 @@ def _small_batch_inference_case(job: tuple[dict, str]) -> dict:
 
 def small_batch_rows(fidelity: str, jobs: int = 1, fp64: bool = False) -> list[dict]:
     """The batch-12 steps in fp32 and fp16; `fp64`: those in FP64 (`model.double()`) instead,
-    each classed by its network's family."""
+    each classed by its network's family, and the VGGs' FP64 inference after them."""
     rows = _map(_small_batch_case, ((row, fidelity) for row in
                                     read_rows("ryujaehun_train_batch12.csv")
                                     if (row["precision"] == "fp64") == fp64), jobs)
     if not fp64:
         return rows
+    inference = _map(_small_batch_inference_case,
+                     ((row, fidelity) for row in read_rows("ryujaehun_inference_batch12.csv")
+                      if row["precision"] == "fp64"), jobs)
     return [r | {"class": next(f for f in ("wide_resnet", "resnet", "vgg")
                                if r["case"].startswith(f, r["case"].index(" ") + 1))}
-            for r in rows]
+            for r in rows] + [r | {"class": "vgg_inference"} for r in inference]
 
 
 # --- held-out kernels -------------------------------------------------------------------------
@@ -925,7 +928,7 @@ def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
 
 
 def _line(name: str, s: dict) -> str:
-    return (f"{name:<12} {s['cases']:>6} cases  median |err| {s['median_abs_error']:7.1%}  "
+    return (f"{name:<16} {s['cases']:>6} cases  median |err| {s['median_abs_error']:7.1%}  "
             f"p90 {s['p90_abs_error']:7.1%}  max {s['max_abs_error']:8.1%}  "
             f"(median signed {s['median_signed_error']:+.1%})")
 

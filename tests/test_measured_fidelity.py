@@ -62,9 +62,10 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
     # ResNet-18 to 152, Wide ResNet-50-2 and 101-2 and VGG-11 to 19 with and without batch
     # norm, at batch 12, fp32 and fp16, on an RTX 2080 Ti and a Titan RTX
     assert doc["small_batch"]["cases"] == (5 + 2 + 8) * 2 * 2
-    # the same networks in FP64 (`model.double()`) on the same two cards, by family
+    # the same networks in FP64 (`model.double()`) on the same two cards, by family, and the
+    # VGGs' FP64 inference
     assert {c: s["cases"] for c, s in doc["fp64"]["by_class"].items()} == \
-        {"resnet": 5 * 2, "wide_resnet": 2 * 2, "vgg": 8 * 2}
+        {"resnet": 5 * 2, "wide_resnet": 2 * 2, "vgg": 8 * 2, "vgg_inference": 4 * 2}
     # BERT-large and GPT-2 large forwards, two batches each, on the T4 and the L4; NeuSight's
     # GPT-3 XL and 2.7B configurations on the L4; OPT-1.3B on both; VGG-11 to 19 at batch 12,
     # fp32 and fp16, on the RTX 2080 Ti and the Titan RTX
