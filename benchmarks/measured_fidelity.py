@@ -24,8 +24,8 @@ of transformer shapes on the T4 and the L4, measured in a campaign of their own,
 class. Small batch: torchvision ResNets (18 to 152) and VGGs (11 to 19, with and without batch
 norm) trained at batch 12 in fp32 and in fp16 (`model.half()`) on an RTX 2080 Ti and a Titan
 RTX by ryujaehun/pytorch-gpu-benchmark, zero_grad, forward and backward timed together with the
-input's copy to the GPU; FP64: the same runs' FP64 steps (`model.double()`), apart. H200
-convolutions: this project's measurements of ResNet-50's
+input's copy to the GPU; FP64: the same runs' FP64 steps and VGG inference
+(`model.double()`), apart. H200 convolutions: this project's measurements of ResNet-50's
 distinct convolutions, forward and backward, FP32, TF32 and FP16 (NCHW and channels-last),
 each timed as a lone op through the library model (no GDDR6 replay: HBM3). Data and sources:
 benchmarks/measured/.
@@ -783,17 +783,18 @@ def _small_batch_inference_case(job: tuple[dict, str]) -> dict:
 def small_batch_rows(fidelity: str, jobs: int = 1, fp64: bool = False) -> list[dict]:
     """The batch-12 steps in fp32 and fp16; `fp64`: those in FP64 (`model.double()`) instead,
     each classed by its network's family, and the VGGs' FP64 inference after them."""
-    rows = _map(_small_batch_case, ((row, fidelity) for row in
-                                    read_rows("ryujaehun_train_batch12.csv")
-                                    if (row["precision"] == "fp64") == fp64), jobs)
+    runs = [row for row in read_rows("ryujaehun_train_batch12.csv")
+            if (row["precision"] == "fp64") == fp64]
+    rows = _map(_small_batch_case, ((row, fidelity) for row in runs), jobs)
     if not fp64:
         return rows
     inference = _map(_small_batch_inference_case,
                      ((row, fidelity) for row in read_rows("ryujaehun_inference_batch12.csv")
                       if row["precision"] == "fp64"), jobs)
     return [r | {"class": next(f for f in ("wide_resnet", "resnet", "vgg")
-                               if r["case"].startswith(f, r["case"].index(" ") + 1))}
-            for r in rows] + [r | {"class": "vgg_inference"} for r in inference]
+                               if run["model"].startswith(f))}
+            for run, r in zip(runs, rows, strict=True)] + \
+        [r | {"class": "vgg_inference"} for r in inference]
 
 
 # --- held-out kernels -------------------------------------------------------------------------
