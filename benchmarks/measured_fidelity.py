@@ -780,20 +780,25 @@ def _small_batch_inference_case(job: tuple[dict, str]) -> dict:
                    copy_s + _forward_without(est, ("loss.",)), float(row["median_ms"]) * MS)
 
 
-def small_batch_rows(fidelity: str, jobs: int = 1, fp64: bool = False) -> list[dict]:
-    """The batch-12 steps in fp32 and fp16; `fp64`: those in FP64 (`model.double()`) instead,
-    each classed by its network's family, and the VGGs' FP64 inference after them."""
+def small_batch_rows(fidelity: str, jobs: int = 1) -> list[dict]:
+    """The batch-12 steps in fp32 and fp16."""
+    return _map(_small_batch_case, ((row, fidelity) for row in
+                                    read_rows("ryujaehun_train_batch12.csv")
+                                    if row["precision"] != "fp64"), jobs)
+
+
+def fp64_rows(fidelity: str, jobs: int = 1) -> list[dict]:
+    """The batch-12 steps in FP64 (`model.double()`), each classed by its network's family,
+    then the VGGs' FP64 inference."""
     runs = [row for row in read_rows("ryujaehun_train_batch12.csv")
-            if (row["precision"] == "fp64") == fp64]
-    rows = _map(_small_batch_case, ((row, fidelity) for row in runs), jobs)
-    if not fp64:
-        return rows
+            if row["precision"] == "fp64"]
+    training = _map(_small_batch_case, ((row, fidelity) for row in runs), jobs)
     inference = _map(_small_batch_inference_case,
                      ((row, fidelity) for row in read_rows("ryujaehun_inference_batch12.csv")
                       if row["precision"] == "fp64"), jobs)
     return [r | {"class": next(f for f in ("wide_resnet", "resnet", "vgg")
                                if run["model"].startswith(f))}
-            for run, r in zip(runs, rows, strict=True)] + \
+            for run, r in zip(runs, training, strict=True)] + \
         [r | {"class": "vgg_inference"} for r in inference]
 
 
@@ -906,7 +911,7 @@ def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
     if only in (None, "small_batch"):
         doc["small_batch"] = summary(small_batch_rows(fidelity, jobs=jobs))
     if only in (None, "fp64"):
-        rows = small_batch_rows(fidelity, jobs=jobs, fp64=True)
+        rows = fp64_rows(fidelity, jobs=jobs)
         doc["fp64"] = summary(rows) | {"by_class": by_class(rows)}
     if only in (None, "inference"):
         doc["inference"] = summary(inference_rows(fidelity, jobs=jobs))
@@ -967,7 +972,7 @@ def main() -> int:
     for part in STEP_PARTS:
         if part not in doc:
             continue
-        width = max(64, *(len(r["case"]) for r in doc[part]["rows"]))
+        width = max([64] + [len(r["case"]) for r in doc[part]["rows"]])
         print(f"{part.replace('_', '-') + ' case':<{width}} {'predicted ms':>12} "
               f"{'measured ms':>12} {'error':>8}")
         for r in doc[part]["rows"]:
