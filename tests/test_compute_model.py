@@ -212,6 +212,32 @@ def test_a_smaller_k_loop_and_an_unaligned_operand_cost_efficiency():
     assert unaligned == pytest.approx(0.3 * aligned)
 
 
+def _linear_ops(out_f: int, dtype: str = "fp16", cublas_major: int = 12):
+    b = TraceBuilder("k", dtype, Execution(cublas_major=cublas_major))
+    x = b.tensor("x", (4096, 1024), Category.INPUT, requires_grad=True)
+    b.backward(L.linear(b, x, b.parameter("w", (out_f, 1024), matmul_weight=True), None, "fc"))
+    return {o.name: o for o in b.trace().ops if o.kind == "matmul"}
+
+
+def test_a_linear_forward_reads_both_operands_along_k_so_only_k_decides_alignment():
+    """x W^T (cuBLAS's TN GEMM): an odd out_features is the output's row only; the backward
+    products read the gradient along it (grad_input's K, grad_weight's M)."""
+    hw = load_hardware("rtx-a6000")
+    odd, even = _linear_ops(1001), _linear_ops(1008)
+    assert odd["fc"].layout == "tn"
+    eff = {n: kernel_compute(hw, o).library_efficiency for n, o in odd.items()}
+    ref = {n: kernel_compute(hw, o).library_efficiency for n, o in even.items()}
+    assert eff["fc"] == pytest.approx(ref["fc"], rel=0.02)
+    assert eff["fc.grad_input"] < 0.5 * ref["fc.grad_input"]
+
+
+def test_cublas_10_runs_16_bit_gemms_off_multiples_of_8_on_the_cuda_cores():
+    for out_f, cublas, math in ((1001, 10, "fp32"), (1008, 10, "fp16"), (1001, 11, "fp16")):
+        ops = _linear_ops(out_f, cublas_major=cublas)
+        assert {o.math_dtype for o in ops.values()} == {math}, (out_f, cublas)
+    assert {o.math_dtype for o in _linear_ops(1001, "fp32", 10).values()} == {"fp32"}
+
+
 def test_a_tf32_matmul_runs_on_tensor_cores_with_its_chips_family_and_fp32_the_cuda_cores():
     """Warp-level MMA chips (Ampere, Ada) run TF32 as efficiently as 16-bit MMA; Hopper, and a
     chip not known, the TF32 family fitted on the H200."""

@@ -93,9 +93,9 @@ def test_schema_enums_match_generators():
     wl = schema("workload")
     assert set(wl["properties"]["model"]["properties"]["type"]["enum"]) == {
         "encoder_decoder_transformer", "sequential_cnn", "decoder_only_transformer",
-        "encoder_only_transformer", "resnet"}
+        "encoder_only_transformer", "resnet", "transformer_xl"}
     assert set(wl["$defs"]["optimizer"]["properties"]["type"]["enum"]) == {
-        "sgd", "adam", "adamw", "adamax", "rmsprop", "adagrad", "bert_adam"}
+        "sgd", "adam", "adamw", "adamax", "rmsprop", "adagrad", "bert_adam", "lamb"}
 
 
 def test_half_precision_halves_bytes_and_uses_tensor_cores():

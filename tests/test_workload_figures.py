@@ -139,7 +139,7 @@ def test_cnn_peak_live(cnn):
 @pytest.mark.parametrize("name", ["transformer", "cnn"])
 @pytest.mark.parametrize("impl", ["for_loop", "foreach", "fused"])
 @pytest.mark.parametrize("opt", ["adam", "adamw", "sgd", "adamax", "rmsprop", "adagrad",
-                                 "bert_adam"])
+                                 "bert_adam", "lamb"])
 def test_every_optimizer_updates_every_parameter(name, impl, opt):
     trace = build_trace(variant(name, optimizer={"type": opt, "implementation": impl}))
     written = {a.tensor.id for op in trace.ops_in(Phase.OPTIMIZER) for a in op.writes}

@@ -114,12 +114,22 @@ def _resnet(raw: dict, data: dict, file: str) -> None:
                          file=file, path="$.model.image_size")
 
 
+def _transformer_xl(raw: dict, data: dict, file: str) -> None:
+    if "seq_len" not in data:
+        raise InputError("'seq_len' (the segment, tgt_len) is required for a Transformer-XL",
+                         file=file, path="$.data")
+    if raw["d_model"] % 2:
+        raise InputError(f"expected an even d_model (sines and cosines of the positions), got "
+                         f"{raw['d_model']}", file=file, path="$.model.d_model")
+
+
 CHECKS = {
     "encoder_decoder_transformer": _transformer,
     "sequential_cnn": _cnn,
     "decoder_only_transformer": _decoder,
     "encoder_only_transformer": _encoder,
     "resnet": _resnet,
+    "transformer_xl": _transformer_xl,
 }
 # the model types, in one place (the schema's enum is checked against it)
 MODEL_TYPES = tuple(CHECKS)

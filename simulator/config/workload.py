@@ -33,6 +33,11 @@ class Execution:
     # clip_grad_norm_ also tests its norm for NaN and infinity on the host (PyTorch 1.9 and
     # the 1.10 pre-releases before pytorch/pytorch pull 61042)
     clip_nonfinite_on_host: bool = False
+    # the loop reads the loss on the host after each backward pass (`loss.item()`)
+    loss_item: bool = False
+    # the cuBLAS the framework links (PyTorch's CUDA): before 11 a 16-bit GEMM whose M, N or K
+    # is not a multiple of 8 runs without the tensor cores (layers._mm)
+    cublas_major: int = 12
     # the values the kernels compute on: random (training's), or zeros (a benchmark fed
     # torch.zeros), on which a power-capped card holds a higher clock (gpu/clocks.py)
     operand_values: str = "random"
@@ -100,10 +105,12 @@ _OPTIMIZER_KEYS = {"sgd": _COMMON | {"momentum"},
                    "adamax": _COMMON | {"betas", "eps"},
                    "rmsprop": _COMMON | {"alpha", "eps", "momentum", "centered"},
                    "adagrad": _COMMON | {"eps"},
-                   "bert_adam": _COMMON | {"betas", "eps", "max_grad_norm"}}
+                   "bert_adam": _COMMON | {"betas", "eps", "max_grad_norm"},
+                   "lamb": _COMMON | {"betas", "eps"}}
 # optimizers of other libraries than torch.optim (bert_adam: BERT's BertAdam, as in
-# github.com/NVIDIA/DeepLearningExamples PyTorch/LanguageModeling/BERT/optimization.py)
-NOT_TORCH_OPTIM = frozenset({"bert_adam"})
+# github.com/NVIDIA/DeepLearningExamples PyTorch/LanguageModeling/BERT/optimization.py; lamb:
+# Transformer-XL's JITLamb, PyTorch/LanguageModeling/Transformer-XL/pytorch/lamb.py there)
+NOT_TORCH_OPTIM = frozenset({"bert_adam", "lamb"})
 # the optimizers torch.optim has a fused kernel for (fused=True; PyTorch 2.13, checked against
 # its signatures): for the others `fused` models a custom kernel
 TORCH_FUSED = frozenset({"sgd", "adam", "adamw", "adagrad"})
@@ -115,7 +122,8 @@ BNB_8BIT = frozenset({"sgd", "adam", "adamw", "rmsprop", "adagrad"})
 _DEFAULTS = {"adamw": {"weight_decay": 0.01}, "adamax": {"lr": 2e-3},
              "rmsprop": {"lr": 1e-2}, "adagrad": {"lr": 1e-2, "eps": 1e-10},
              "bert_adam": {"eps": 1e-6, "weight_decay": 0.01, "max_grad_norm": 1.0,
-                           "implementation": "for_loop"}}
+                           "implementation": "for_loop"},
+             "lamb": {"eps": 1e-6, "implementation": "for_loop"}}
 
 
 def _optimizer(raw: dict, file: str) -> OptimizerSpec:
@@ -145,6 +153,11 @@ def parse_workload(raw: dict, file: str) -> WorkloadSpec:
     if amp != "none" and training["dtype"] != "fp32":
         raise InputError(f"mixed precision keeps fp32 master weights; expected dtype fp32, got "
                          f"{training['dtype']}", file=file, path="$.training.dtype")
+    if amp != "none" and model["type"] == "transformer_xl":  # its einsums are not cast
+        raise InputError("the Transformer-XL model runs in one dtype (its products are einsums "
+                         "that torch.autocast would cast, which the model does not trace); "
+                         "expected mixed_precision none, or dtype fp16 with master_weights as "
+                         "apex amp O2 runs it", file=file, path="$.training.mixed_precision")
     master = training.get("master_weights", False)
     if master and training["dtype"] not in ("fp16", "bf16"):
         raise InputError(f"master weights are fp32 copies of fp16 or bf16 parameters; expected "

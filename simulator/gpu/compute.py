@@ -178,12 +178,14 @@ def tile_plan(shape: GemmShape, tile: tuple[int, int], sms: int | None,
 
 def gemm_plan(shape: GemmShape, family: KernelFamily, sms: int | None,
               element_bytes: int | None = None, split_k: bool = True,
-              tiles: tuple[tuple[int, int], ...] = TILES) -> tuple[TilePlan, float]:
+              tiles: tuple[tuple[int, int], ...] = TILES,
+              b_along_n: bool = True) -> tuple[TilePlan, float]:
     """The tile plan the library picks (the one that finishes first) and the library's own
     efficiency on it: main loop x per-tile overhead x operand alignment (`element_bytes`:
-    the operands' element size, None where the layout is the library's own, convolutions)."""
+    the operands' element size, None where the layout is the library's own, convolutions;
+    `b_along_n`: KernelFamily.alignment_efficiency)."""
     align = 1.0 if element_bytes is None else \
-        family.alignment_efficiency(shape.k, shape.n, element_bytes)
+        family.alignment_efficiency(shape.k, shape.n, element_bytes, b_along_n)
 
     def library(plan: TilePlan) -> float:
         return family.mainloop * align * family.k_efficiency(shape.k / plan.split_k) * \
@@ -216,7 +218,8 @@ def kernel_compute(hw: Hardware, op: Op, clock_scale: float | None = None,
                              family.mainloop)
     if op.kind == "matmul":
         plan, library = gemm_plan(shape, family, hw.sm_count,
-                                  DTYPE_BYTES[op.reads[0].tensor.dtype])
+                                  DTYPE_BYTES[op.reads[0].tensor.dtype],
+                                  b_along_n=op.layout != "tn")
         return KernelCompute(c, op.flops / (peak * plan.efficiency * library),
                              plan.tile_efficiency, plan.wave_efficiency, library)
     # cuDNN in benchmark mode runs whichever of its algorithms is fastest

@@ -93,9 +93,15 @@ class KernelFamily:
     def tile_efficiency(self, tile: tuple[int, int], largest: tuple[int, int]) -> float:
         return (reuse(tile) / reuse(largest)) ** self.tile_reuse
 
-    def alignment_efficiency(self, k: int, n: int, element_bytes: int) -> float:
-        aligned = (k * element_bytes) % ALIGNMENT_BYTES == 0 and \
-            (n * element_bytes) % ALIGNMENT_BYTES == 0
+    def alignment_efficiency(self, k: int, n: int, element_bytes: int,
+                             b_along_n: bool = True) -> float:
+        """`b_along_n`: B's rows run along N (torch.mm's row-major K x N); False where both
+        operands run along K (a linear layer's x W^T, cuBLAS's TN GEMM), so N is only the
+        output's row, which the epilogue stores once per tile: cuBLASLt takes each matrix's
+        alignment apart (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, _B_, _C_ and _D_ in the
+        cuBLAS documentation)."""
+        rows = (k, n) if b_along_n else (k,)
+        aligned = all((r * element_bytes) % ALIGNMENT_BYTES == 0 for r in rows)
         return 1.0 if aligned else self.unaligned
 
 

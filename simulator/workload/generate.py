@@ -12,7 +12,15 @@ from simulator.errors import InputError
 from simulator.workload import layers as L
 from simulator.workload import optimizers
 from simulator.workload.builder import TraceBuilder
-from simulator.workload.models import cnn, decoder, encoder, resnet, stream, transformer
+from simulator.workload.models import (
+    cnn,
+    decoder,
+    encoder,
+    resnet,
+    stream,
+    transformer,
+    transformer_xl,
+)
 from simulator.workload.trace import Phase, Tensor, Trace
 
 # every tensor of a step together: byte counts, addresses and their sums are 64-bit integers
@@ -32,6 +40,8 @@ def build_trace(spec: WorkloadSpec) -> Trace:
         if spec.loss_scaling:
             loss = L.scale_loss(b, loss)
         b.backward(loss)
+        if spec.execution.loss_item:  # the host waits for the backward pass to finish
+            optimizers.host_read(b, loss, "loss")
         if i < k - 1:  # the loop's variables move on to the next micro-batch
             logits.retained = loss.retained = False
     b.op_prefix = ""
@@ -61,6 +71,9 @@ def _forward(b: TraceBuilder, spec: WorkloadSpec, batch: int) -> tuple[Tensor, T
         logits, target = encoder.build(b, model, batch, spec.seq_len)
     elif kind == "resnet":
         logits, target = resnet.build(b, resnet.ResNet.from_dict(spec.model), batch)
+    elif kind == "transformer_xl":
+        model = transformer_xl.TransformerXL.from_dict(spec.model)
+        logits, target = transformer_xl.build(b, model, batch, spec.seq_len)
     elif kind == "sequential_cnn":
         logits, target = cnn.build(b, spec.model, batch)
     else:  # the schema's enum and this dispatch are kept in step by tests

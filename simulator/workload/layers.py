@@ -22,11 +22,37 @@ def _matmul_math(b: TraceBuilder, conv: bool, dtype: str) -> str:
     return dtype
 
 
-def _mm(b: TraceBuilder, name: str, reads, writes, flops: int, kind: str = "matmul") -> None:
+def _mm(b: TraceBuilder, name: str, reads, writes, flops: int, kind: str = "matmul",
+        layout: str = "", dims: tuple[int, ...] = ()) -> None:
+    """`layout`: a convolution's activations (set here), or "tn" for a product whose operands
+    both run along K (a linear layer's forward). `dims`: a product's M, N and K; cuBLAS before
+    11 runs a 16-bit one on the tensor cores only where all are multiples of 8 (its documented
+    restriction; NVIDIA's Matrix Multiplication Background guide times the same shapes under
+    cuBLAS 10.1 and 11.0), else FP32 math on the CUDA cores (`execution.cublas_major`)."""
     dtype = writes[0].dtype
-    layout = ("nhwc" if b.execution.channels_last else "nchw") if kind == "conv" else ""
+    if kind == "conv":
+        layout = "nhwc" if b.execution.channels_last else "nchw"
     b.op(name, kind, reads, writes, flops, Unit.MATRIX, dtype=dtype,
-         math_dtype=_matmul_math(b, kind == "conv", dtype), layout=layout)
+         math_dtype=_gemm_math(b, kind == "conv", dtype, dims), layout=layout)
+
+
+def _gemm_math(b: TraceBuilder, conv: bool, dtype: str, dims: tuple[int, ...]) -> str:
+    """The math a product of these M, N and K runs (_mm)."""
+    math = _matmul_math(b, conv, dtype)
+    if math in ("fp16", "bf16") and b.execution.cublas_major < 11 \
+            and any(d % CUBLAS10_TENSOR_MULTIPLE for d in dims):
+        return "fp32"
+    return math
+
+
+def bmm(b: TraceBuilder, name: str, reads, writes: list[Tensor], flops: int,
+        dims: tuple[int, ...] = ()) -> None:
+    """A batched product, on the tensor cores (or TF32) where the execution allows; `dims`:
+    its M, N and K (_mm)."""
+    _mm(b, name, reads, writes, flops, dims=dims)
+
+
+CUBLAS10_TENSOR_MULTIPLE = 8  # cuBLAS 10: m, n and k multiples of 8 for tensor-core GEMMs
 
 
 # --- autocast (mixed precision) -------------------------------------------------------------
@@ -85,7 +111,8 @@ def linear(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, name: str
     y = b.activation(f"{name}.out", lead + (out_f,), x, w, *([bias] if bias is not None else []))
     flops = 2 * rows * in_f * out_f
     reads = [x, part(w, wb)] + ([part(bias, bb)] if bias is not None else [])
-    _mm(b, name, reads, [y], flops)
+    dims = (rows, out_f, in_f)  # each of the three products runs on these
+    _mm(b, name, reads, [y], flops, layout="tn", dims=dims)  # x's and W's rows run along in_f
 
     def backward() -> None:
         gy = b.grad_of(y)
@@ -93,13 +120,13 @@ def linear(b: TraceBuilder, x: Tensor, w: Tensor, bias: Tensor | None, name: str
             return
         if x.requires_grad:
             gx = b.new_grad(x)
-            _mm(b, f"{name}.grad_input", [gy, part(w, wb)], [gx], flops)
+            _mm(b, f"{name}.grad_input", [gy, part(w, wb)], [gx], flops, dims=dims)
             b.accumulate(x, gx)
         # a slice of a packed weight gets a gradient of its own, concatenated by the caller
         packed = w_shape is not None
         if w.requires_grad:  # a frozen (quantized) weight gets none
             gw = _param_grad(b, w, w_shape, f"{name}.weight_slice", packed)
-            _mm(b, f"{name}.grad_weight", [gy, x], [gw], flops)
+            _mm(b, f"{name}.grad_weight", [gy, x], [gw], flops, dims=dims)
             _deliver(b, w, gw, packed)
         if bias is not None and bias.requires_grad:
             gb = _param_grad(b, bias, (out_f,), f"{name}.bias_slice", packed)
@@ -216,6 +243,11 @@ def _scaled(b: TraceBuilder, x: Tensor, name: str, grad_kernel: bool = True) -> 
                 b.accumulate(x, gy, share=True)
         b.on_backward(backward)
     return y
+
+
+def scale(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
+    """x times a Python number (`x * c`, or in place `x.mul_(c)`, the same traffic)."""
+    return _scaled(b, x, name)
 
 
 def gelu_new(b: TraceBuilder, x: Tensor, name: str) -> Tensor:
@@ -474,7 +506,7 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
     q_bytes = bh * s.q_len * s.head_dim * elem
     kv_bytes = bh * s.kv_len * s.head_dim * elem
     strided = Pattern.STRIDED
-    md = _matmul_math(b, False, q_src.dtype)
+    md = _gemm_math(b, False, q_src.dtype, (s.q_len, s.kv_len, s.head_dim))
     srcs = _sources(q_src, k_src, v_src)
     v_grads: list[Tensor] = []
 

@@ -38,6 +38,7 @@ class Update:
     # after which the variable holds the next parameter's)
     held: tuple[tuple[str, str], ...] = ()
     step_counter: bool = True
+    scalars: tuple[str, ...] = ()   # temporaries of one value per parameter (norms, ratios)
 
 
 def _decay(spec: OptimizerSpec, decoupled: bool) -> tuple[list[Kernel], str]:
@@ -139,6 +140,16 @@ def update_for(spec: OptimizerSpec) -> Update:
         return Update(("next_m", "next_v"), tuple(ks), step_counter=False,
                       held=((TMP + "update", "update_div"),
                             (TMP + "update_with_lr", "update_with_lr")))
+    if kind == "lamb":  # lamb_kernel as TorchScript's fuser groups it; the norms are reductions
+        ks = [k("moments_and_adam_step", ("exp_avg", "exp_avg_sq", "grad", "param"),
+                ("exp_avg", "exp_avg_sq", TMP + "adam_step")),
+              k("weight_norm", ("param",), (TMP + "weight_norm",)),
+              k("adam_norm", (TMP + "adam_step",), (TMP + "adam_norm",)),
+              k("trust_ratio", (TMP + "weight_norm", TMP + "adam_norm"), (TMP + "trust_ratio",)),
+              k("param_update", ("param", TMP + "adam_step", TMP + "trust_ratio"), ("param",))]
+        return Update(("exp_avg", "exp_avg_sq"), tuple(ks), step_counter=False,
+                      held=((TMP + "adam_step", "moments_and_adam_step"),),
+                      scalars=(TMP + "weight_norm", TMP + "adam_norm", TMP + "trust_ratio"))
     raise ValueError(f"unknown optimizer {kind}")  # the schema's enum is tested against this
 
 
@@ -319,7 +330,8 @@ def _emit(b: TraceBuilder, rule: Update, prefix: str, idx, lists: dict[str, list
     for kern in rule.kernels:
         for out in kern.writes:
             if out.startswith(TMP) and out not in temps:
-                temps[out] = [b.temporary(f"{params[i].name}.{out[len(TMP):]}", params[i].shape,
+                shape = (lambda i: ()) if out in rule.scalars else (lambda i: params[i].shape)
+                temps[out] = [b.temporary(f"{params[i].name}.{out[len(TMP):]}", shape(i),
                                           params[i].dtype) for i in idx]
 
         def tensors(names: tuple[str, ...]) -> list[Tensor]:

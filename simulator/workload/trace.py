@@ -118,7 +118,8 @@ class Op:
     dtype: str       # the data type of its arithmetic
     unit: Unit
     math_dtype: str = ""  # set when the matrix unit runs another type (tf32 for fp32 convolutions)
-    layout: str = ""      # a convolution's activation layout: nchw or nhwc (channels_last)
+    layout: str = ""      # a convolution's activation layout: nchw or nhwc (channels_last);
+    # tn: a matmul whose operands both run along K (a linear layer's forward)
     # tensors in each list a multi-tensor (foreach) kernel walks in step; 1: each operand one
     # tensor; 0: not known (a trace file that does not say), read off the shapes
     list_length: int = 0
