@@ -645,6 +645,17 @@ CLIP_ON_HOST: dict[str, dict[str, bool]] = {
 }
 
 
+# The cuBLAS each build links: NGC 20.01's PyTorch 1.4 is built for CUDA 10.2 (cuBLAS 10, whose
+# 16-bit GEMMs take the tensor cores only where M, N and K are multiples of 8); the later
+# containers (20.11 on) for CUDA 11.x
+CUBLAS_MAJOR = {"1.4.0a0+a5b4d78": 10}
+
+
+def _build_execution(pytorch: str) -> dict:
+    """The execution settings a Lambda run's PyTorch build decides."""
+    return {**CLIP_ON_HOST[pytorch], "cublas_major": CUBLAS_MAJOR.get(pytorch, 11)}
+
+
 def lambda_bert_rows(fidelity: str, keep: Callable[[dict], bool] | None = None,
                      jobs: int = 1, laptops: bool = False) -> list[dict]:
     """BERT-large and BERT-base SQuAD fine-tuning steps against each run's warm step (the
@@ -670,12 +681,51 @@ def _bert_case(job: tuple[dict, str]) -> dict:
                         "master_weights": amp,
                         "execution": {"attention": "eager", "allow_tf32_matmul": True,
                                       "zero_grad": LAMBDA_ZERO_GRAD,
-                                      **CLIP_ON_HOST[row["pytorch"]]}}}
+                                      **_build_execution(row["pytorch"])}}}
     step = analyze(_workload(raw, row["model"]), _card(row["hardware"]),
                    fidelity=fidelity).estimate.step_time_s
     return _result(f"{row['hardware']} {row['model']} squad {row['precision']} batch "
                    f"{row['batch_size']} ({row['lambda_system']}, {row['run_date']})",
                    step, float(row["steady_step_ms"]) * MS)
+
+
+# --- Transformer-XL ---------------------------------------------------------------------------
+# Lambda's Transformer-XL base runs (benchmarks/measured/lambda_transformerxl_train.csv,
+# benchmarks/derive_txl_steps.py), NVIDIA DeepLearningExamples' train.py as its arguments show:
+# WikiText-103's 267,735-word vocabulary without an adaptive softmax, segments and memory of
+# 192, JITLamb, every gradient clipped to norm 0.25 by torch.nn.utils.clip_grad_norm_ (apex O2's
+# master gradients under --fp16), the loss read on the host each step (`loss.float().item()`);
+# `model.zero_grad()` (PyTorch 1.x: zeros) in the 2020.02 code, `param.grad = None` from
+# 2020.09. Added after the model stood and consulted for nothing.
+TXL_BASE = {"type": "transformer_xl", "vocab_size": 267735, "n_layer": 16, "d_model": 512,
+            "n_head": 8, "d_head": 64, "d_inner": 2048, "mem_len": 192, "dropout": 0.1,
+            "dropatt": 0.0}
+
+
+def txl_rows(fidelity: str, jobs: int = 1) -> list[dict]:
+    """Transformer-XL base training steps against each run's warm step."""
+    return _map(_txl_case, ((row, fidelity) for row in
+                            read_rows("lambda_transformerxl_train.csv")), jobs)
+
+
+def _txl_case(job: tuple[dict, str]) -> dict:
+    row, fidelity = job
+    amp = row["precision"] == "amp"
+    early = row["release"] == "2020.02"
+    raw = {"format_version": 1, "name": "transformer-xl-base",
+           "model": TXL_BASE | {"release": row["release"]},
+           "data": {"batch_size": int(row["batch_size"]), "seq_len": int(row["tgt_len"])},
+           "training": {"dtype": "fp16" if amp else "fp32", "loss": "cross_entropy",
+                        "optimizer": {"type": "lamb"}, "master_weights": amp,
+                        "grad_clip": {"max_norm": 0.25, "implementation": "for_loop"},
+                        "execution": {"allow_tf32_matmul": True, "loss_item": True,
+                                      "zero_grad": LAMBDA_ZERO_GRAD if early else "none",
+                                      **_build_execution(row["pytorch"])}}}
+    step = analyze(_workload(raw, "transformer-xl-base"), _card(row["hardware"]),
+                   fidelity=fidelity).estimate.step_time_s
+    return _result(f"{row['hardware']} transformer-xl base {row['precision']} batch "
+                   f"{row['batch_size']} ({row['lambda_system']}, {row['run_date']})",
+                   step, float(row["steady_step_ms"]) * MS) | {"class": row["precision"]}
 
 
 # --- small batches ----------------------------------------------------------------------------
@@ -885,8 +935,9 @@ def summary(rows: list[dict]) -> dict:
             "rows": rows}
 
 
-STEP_PARTS = ("end_to_end", "bert_squad", "laptops", "small_batch",  # a row per case
-              "fp64", "inference", "operators", "t4_operators", "row_kernels", "h200_convs")
+STEP_PARTS = ("end_to_end", "bert_squad", "transformer_xl", "laptops", "small_batch",
+              "fp64", "inference", "operators", "t4_operators", "row_kernels",  # a row per case
+              "h200_convs")
 
 
 def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
@@ -902,6 +953,9 @@ def run(sample: int, fidelity: str, only: str | None, jobs: int = 1,
         doc["end_to_end"] = summary(lambda_rows(fidelity, jobs=jobs) + l4_rows(fidelity))
     if only in (None, "bert_squad"):
         doc["bert_squad"] = summary(lambda_bert_rows(fidelity, jobs=jobs))
+    if only in (None, "transformer_xl"):
+        rows = txl_rows(fidelity, jobs=jobs)
+        doc["transformer_xl"] = summary(rows) | {"by_class": by_class(rows)}
     if only in (None, "laptops"):
         rows = ([r | {"class": "resnet50"} for r in lambda_rows(fidelity, jobs=jobs,
                                                                  laptops=True)]
