@@ -39,8 +39,8 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
     doc = harness.run(sample=5, fidelity="analytic", only=None)
     assert set(doc["kernels"]) == {"gemm", "conv2d", "vector"}
     for part in [*doc["kernels"].values(), doc["end_to_end"], doc["bert_squad"],
-                 doc["laptops"], doc["small_batch"], doc["fp64"], doc["inference"],
-                 doc["operators"], doc["t4_operators"], doc["h200_convs"]]:
+                 doc["transformer_xl"], doc["laptops"], doc["small_batch"], doc["fp64"],
+                 doc["inference"], doc["operators"], doc["t4_operators"], doc["h200_convs"]]:
         errors = sorted(abs(r["error"]) for r in part["rows"])
         assert part["cases"] == len(part["rows"]) > 0
         assert part["max_abs_error"] == errors[-1]
@@ -54,6 +54,10 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
     # BERT-large and BERT-base SQuAD, fp32 and AMP, on the seventeen systems of the ResNet-50
     # file and Lambda's cloud Quadro RTX 6000
     assert doc["bert_squad"]["cases"] == 72
+    # Transformer-XL base on the same systems, fp32 and apex O2 (the laptops' fp16 runs but
+    # the RTX 3080 Max-Q's did not finish)
+    assert {c: s["cases"] for c, s in doc["transformer_xl"]["by_class"].items()} == \
+        {"fp32": 22, "amp": 19}
     # Lambda's four laptop GPUs: ResNet-50 fp32 and AMP on each; BERT-base SQuAD fp32 and AMP
     # on each, BERT-large on the RTX 3080 Max-Q too
     laptops = doc["laptops"]
@@ -235,6 +239,45 @@ def test_bert_squad_steps_are_the_runs_they_name(harness):
     assert [r["measured_ms"] for r in rows] == pytest.approx([598.8, 291.1])  # steady_step_ms
     for r in rows:
         assert abs(r["error"]) <= 0.10, r["case"]
+
+
+def test_transformer_xl_steps_hold_their_accuracy(harness):
+    """Lambda's Transformer-XL base runs, a workload the model was not built beside: the
+    2020.02 code on PyTorch 1.4 (cuBLAS 10, whose FP16 head GEMMs over the 267,735-word
+    vocabulary run without the tensor cores: the Quadro RTX 6000's AMP step -11.0 %), its fp32
+    step on the RTX 2080 Ti (-0.2 %), the 2020.09 code's AMP step on an RTX A6000 (+3.6 %).
+    Within 15 % here; the part's 41 steps have a median of 9.1 %."""
+    picked = {("TitanRTX", "fp32"), ("QuadroRTX6000", "amp"), ("A6000", "amp")}
+    rows = [harness._txl_case((r, "sampled"))
+            for r in harness.read_rows("lambda_transformerxl_train.csv")
+            if (r["lambda_system"], r["precision"]) in picked]
+    assert [r["case"].split(" (")[0] for r in rows] == [
+        "rtx-a6000 transformer-xl base amp batch 64",
+        "quadro-rtx-6000 transformer-xl base amp batch 24",
+        "titan-rtx transformer-xl base fp32 batch 14"]
+    for r in rows:
+        assert abs(r["error"]) <= 0.15, r["case"]
+
+
+def test_transformer_xl_runs_carry_their_code_and_build(harness):
+    """The 2020 runs (PyTorch 1.4, cuBLAS 10) ran the 2020.02 code, whose model.zero_grad()
+    fills the gradients with zeros; from 2021 the 2020.09 code, which sets them to None."""
+    rows = harness.read_rows("lambda_transformerxl_train.csv")
+    assert {r["pytorch"] for r in rows} <= set(harness.CLIP_ON_HOST)
+    for r in rows:
+        early = r["run_date"] < "2020-09"
+        assert (r["release"] == "2020.02") == early, r["source"]
+        assert harness._build_execution(r["pytorch"])["cublas_major"] == (10 if early else 11)
+    derive = load_benchmark("derive_txl_steps")
+    log = ("Namespace(batch_size=4, dllog_file='x', tgt_len=192)\n"
+           + "".join(f"| epoch   1 step {s:8d} | batches {s} | lr 0 | ms/batch {ms:5.1f} | "
+                     f"tok/s 1 |\n" for s, ms in ((10, 300.0), (20, 187.0), (30, 189.0),
+                                                   (40, 188.0)))
+           + "Training throughput: 4109.99 tok/s\n")
+    assert derive.read_run(log) == {"batch_size": "4", "tgt_len": "192",
+                                    "tokens_per_s": "4109.99", "steady_step_ms": "188.0",
+                                    "release": "2020.09"}
+    assert derive.read_run(log.replace("Training throughput", "Interrupted")) is None
 
 
 def test_a_small_batch_step_is_what_the_benchmark_times(harness):
