@@ -54,8 +54,8 @@ def test_the_json_document_has_every_class_and_its_errors(harness):
     # BERT-large and BERT-base SQuAD, fp32 and AMP, on the seventeen systems of the ResNet-50
     # file and Lambda's cloud Quadro RTX 6000
     assert doc["bert_squad"]["cases"] == 72
-    # Transformer-XL base on the same systems, fp32 and apex O2 (the laptops' fp16 runs but
-    # the RTX 3080 Max-Q's did not finish)
+    # Transformer-XL base on the same systems, fp32 and apex O2 (of the laptops only the RTX
+    # 3080 Max-Q has an fp16 run that finished)
     assert {c: s["cases"] for c, s in doc["transformer_xl"]["by_class"].items()} == \
         {"fp32": 22, "amp": 19}
     # Lambda's four laptop GPUs: ResNet-50 fp32 and AMP on each; BERT-base SQuAD fp32 and AMP

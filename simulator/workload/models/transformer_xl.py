@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from simulator.workload import layers as L
 from simulator.workload.builder import TraceBuilder, part
-from simulator.workload.trace import DTYPE_BYTES, Category, Pattern, Tensor
+from simulator.workload.trace import DTYPE_BYTES, Access, Category, Pattern, Tensor
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def _alias(b: TraceBuilder, of: Tensor, shape: tuple[int, ...], name: str) -> Te
     return t
 
 
-def _strided(t: Tensor) -> object:
+def _strided(t: Tensor) -> Access:
     return part(t, t.nbytes, Pattern.STRIDED)
 
 
@@ -79,9 +79,9 @@ def build(b: TraceBuilder, m: TransformerXL, batch: int, seq: int) -> tuple[Tens
                        "ff1": lin(f"{p}.pos_ff.CoreNet.0", m.d_inner, e),
                        "ff2": lin(f"{p}.pos_ff.CoreNet.3", e, m.d_inner),
                        "ln2": ln(f"{p}.pos_ff.layer_norm")})
-    r_w_bias = b.parameter("r_w_bias", (n, d))
-    r_r_bias = b.parameter("r_r_bias", (n, d))
     out_bias = b.parameter("crit.out_layers_biases.0", (m.vocab_size,))
+    r_w_bias = b.parameter("r_w_bias", (n, d))  # _create_params, after the modules
+    r_r_bias = b.parameter("r_r_bias", (n, d))
 
     idx = b.tensor("tokens", (q, batch), Category.INPUT, "int64")
     target = b.tensor("target", (q * batch,), Category.INPUT, "int64")
