@@ -1,10 +1,11 @@
-"""Lambda's Transformer-XL base training runs on single GDDR6 GPUs, read off their logs.
+"""Lambda's Transformer-XL training runs on single GDDR6 GPUs, read off their logs.
 
     python benchmarks/derive_txl_steps.py LAMBDA_CHECKOUT [--write]
 
 LAMBDA_CHECKOUT is a clone of github.com/lambdal/deeplearning-benchmark at commit aa5addb6.
-Each run (`pytorch/results/<system>/PyTorch_transformerxlbase_{FP32,FP16}/*.txt`) trains
-NVIDIA DeepLearningExamples' Transformer-XL base for 400 steps (from 2021, 100) and logs the
+Each run (`pytorch/results/<system>/PyTorch_transformerxl{base,large}_{FP32,FP16}/*.txt`)
+trains NVIDIA DeepLearningExamples' Transformer-XL base or large for 400 steps (from 2021,
+100) and logs the
 mean time per step over every 10 (`ms/batch`), each step waited on by the loop's `loss.item()`.
 The warm step (`steady_step_ms`) is the median of those after the first 10 steps (which hold
 the CUDA context's start, TorchScript's profiling runs and the allocator's growth: 1.3-2 times
@@ -36,11 +37,12 @@ BERT_RUNS = MEASURED / "lambda_bert_squad_train.csv"
 STEP = re.compile(r"\| epoch +\d+ step +(\d+) \|.*?\| ms/batch +([\d.]+) \|")
 BATCH = re.compile(r"batch_size=(\d+)")
 THROUGHPUT = re.compile(r"Training throughput: ([\d.]+) tok/s")
-TGT_LEN = re.compile(r"tgt_len=(\d+)")
+TGT_LEN = re.compile(r"[(, ]tgt_len=(\d+)")
 WARM_FROM = 20
 PRECISIONS = {"FP32": "fp32", "FP16": "amp"}
-FIELDS = ("hardware", "lambda_system", "precision", "batch_size", "tgt_len", "tokens_per_s",
-          "steady_step_ms", "run_date", "source", "pytorch", "release")
+FIELDS = ("hardware", "lambda_system", "model", "precision", "batch_size", "tgt_len",
+          "tokens_per_s", "steady_step_ms", "run_date", "source", "pytorch", "release")
+MODELS = ("base", "large")
 
 
 class LogError(ValueError):
@@ -66,24 +68,32 @@ def derive(checkout: Path) -> list[dict]:
         systems = {(r["lambda_system"]): (r["hardware"], r["pytorch"]) for r in csv.DictReader(f)}
     rows = []
     for system, (hardware, pytorch) in sorted(systems.items()):
-        for flag, precision in PRECISIONS.items():
-            folder = checkout / "pytorch" / "results" / system / f"PyTorch_transformerxlbase_{flag}"
-            for log in sorted(folder.glob("*.txt")):
-                source = log.relative_to(checkout).as_posix()
-                try:
-                    run = read_run(log.read_text(encoding="utf-8", errors="replace"))
-                except OSError as e:
-                    raise LogError(f"{log}: cannot read it ({e.strerror})") from None
-                except LogError as e:
-                    raise LogError(f"{log}: {e}") from None
-                if run is None:
-                    continue
-                date = dt.datetime.strptime(log.name[:10], "%d-%m-%Y").date().isoformat()
-                rows.append({"hardware": hardware, "lambda_system": system,
-                             "precision": precision, **run, "run_date": date,
-                             "source": source, "pytorch": pytorch})
+        for model in MODELS:
+            for flag, precision in PRECISIONS.items():
+                folder = (checkout / "pytorch" / "results" / system
+                          / f"PyTorch_transformerxl{model}_{flag}")
+                rows += _runs(checkout, folder, {"hardware": hardware, "lambda_system": system,
+                                                 "model": model, "precision": precision},
+                              pytorch)
     if not rows:
-        raise LogError(f"{checkout}: no Transformer-XL base logs under pytorch/results")
+        raise LogError(f"{checkout}: no Transformer-XL logs under pytorch/results")
+    return rows
+
+
+def _runs(checkout: Path, folder: Path, keys: dict, pytorch: str) -> list[dict]:
+    rows = []
+    for log in sorted(folder.glob("*.txt")):
+        try:
+            run = read_run(log.read_text(encoding="utf-8", errors="replace"))
+        except OSError as e:
+            raise LogError(f"{log}: cannot read it ({e.strerror})") from None
+        except LogError as e:
+            raise LogError(f"{log}: {e}") from None
+        if run is None:
+            continue
+        date = dt.datetime.strptime(log.name[:10], "%d-%m-%Y").date().isoformat()
+        rows.append({**keys, **run, "run_date": date,
+                     "source": log.relative_to(checkout).as_posix(), "pytorch": pytorch})
     return rows
 
 
@@ -117,7 +127,7 @@ def main() -> int:
         tokens = int(r["batch_size"]) * int(r["tgt_len"])
         published = tokens / float(r["tokens_per_s"]) * 1e3
         steady = float(r["steady_step_ms"])
-        run = f"{r['hardware']} {r['precision']} b{r['batch_size']} {r['run_date']}"
+        run = f"{r['hardware']} {r['model']} {r['precision']} b{r['batch_size']} {r['run_date']}"
         print(f"{run:<58} {published:10.1f} {steady:8.1f}  {published / steady - 1:+6.1%}")
     if args.write:
         write(rows)

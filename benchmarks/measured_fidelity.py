@@ -690,20 +690,28 @@ def _bert_case(job: tuple[dict, str]) -> dict:
 
 
 # --- Transformer-XL ---------------------------------------------------------------------------
-# Lambda's Transformer-XL base runs (benchmarks/measured/lambda_transformerxl_train.csv,
-# benchmarks/derive_txl_steps.py), NVIDIA DeepLearningExamples' train.py as its arguments show:
-# WikiText-103's 267,735-word vocabulary without an adaptive softmax, segments and memory of
-# 192, JITLamb, every gradient clipped to norm 0.25 by torch.nn.utils.clip_grad_norm_ (apex O2's
-# master gradients under --fp16), the loss read on the host each step (`loss.float().item()`);
-# `model.zero_grad()` (PyTorch 1.x: zeros) in the 2020.02 code, `param.grad = None` from
-# 2020.09. Added after the model stood and consulted for nothing.
-TXL_BASE = {"type": "transformer_xl", "vocab_size": 267735, "n_layer": 16, "d_model": 512,
-            "n_head": 8, "d_head": 64, "d_inner": 2048, "mem_len": 192, "dropout": 0.1,
-            "dropatt": 0.0}
+# Lambda's Transformer-XL runs (benchmarks/measured/lambda_transformerxl_train.csv,
+# benchmarks/derive_txl_steps.py), NVIDIA DeepLearningExamples' train.py as their arguments
+# show: WikiText-103's 267,735-word vocabulary without an adaptive softmax, every gradient
+# clipped to norm 0.25 by torch.nn.utils.clip_grad_norm_ (apex O2's master gradients under
+# --fp16), the loss read on the host each step (`loss.float().item()`); `model.zero_grad()`
+# (PyTorch 1.x: zeros) in the 2020.02 code, `param.grad = None` from 2020.09. Base: segments
+# and memory of 192, JITLamb; large: 256, torch.optim.Adam (PyTorch 1.x's loop over the
+# parameters). The base runs were added after the rest of the model stood; the large ones
+# after the two cuBLAS behaviours the base runs showed (docs/validation.md).
+TXL = {"type": "transformer_xl", "vocab_size": 267735, "dropatt": 0.0}
+TXL_MODELS = {
+    "base": (TXL | {"n_layer": 16, "d_model": 512, "n_head": 8, "d_head": 64,
+                    "d_inner": 2048, "mem_len": 192, "dropout": 0.1},
+             {"type": "lamb"}),
+    "large": (TXL | {"n_layer": 18, "d_model": 1024, "n_head": 16, "d_head": 64,
+                     "d_inner": 4096, "mem_len": 256, "dropout": 0.2, "dropatt": 0.2},
+              {"type": "adam", "implementation": "for_loop"}),
+}
 
 
 def txl_rows(fidelity: str, jobs: int = 1) -> list[dict]:
-    """Transformer-XL base training steps against each run's warm step."""
+    """Transformer-XL training steps against each run's warm step."""
     return _map(_txl_case, ((row, fidelity) for row in
                             read_rows("lambda_transformerxl_train.csv")), jobs)
 
@@ -712,20 +720,22 @@ def _txl_case(job: tuple[dict, str]) -> dict:
     row, fidelity = job
     amp = row["precision"] == "amp"
     early = row["release"] == "2020.02"
-    raw = {"format_version": 1, "name": "transformer-xl-base",
-           "model": TXL_BASE | {"release": row["release"]},
+    model, optimizer = TXL_MODELS[row["model"]]
+    raw = {"format_version": 1, "name": f"transformer-xl-{row['model']}",
+           "model": model | {"release": row["release"]},
            "data": {"batch_size": int(row["batch_size"]), "seq_len": int(row["tgt_len"])},
            "training": {"dtype": "fp16" if amp else "fp32", "loss": "cross_entropy",
-                        "optimizer": {"type": "lamb"}, "master_weights": amp,
+                        "optimizer": optimizer, "master_weights": amp,
                         "grad_clip": {"max_norm": 0.25, "implementation": "for_loop"},
                         "execution": {"allow_tf32_matmul": True, "loss_item": True,
                                       "zero_grad": LAMBDA_ZERO_GRAD if early else "none",
                                       **_build_execution(row["pytorch"])}}}
-    step = analyze(_workload(raw, "transformer-xl-base"), _card(row["hardware"]),
+    step = analyze(_workload(raw, raw["name"]), _card(row["hardware"]),
                    fidelity=fidelity).estimate.step_time_s
-    return _result(f"{row['hardware']} transformer-xl base {row['precision']} batch "
+    return _result(f"{row['hardware']} transformer-xl {row['model']} {row['precision']} batch "
                    f"{row['batch_size']} ({row['lambda_system']}, {row['run_date']})",
-                   step, float(row["steady_step_ms"]) * MS) | {"class": row["precision"]}
+                   step, float(row["steady_step_ms"]) * MS) | {
+                       "class": f"{row['model']} {row['precision']}"}
 
 
 # --- small batches ----------------------------------------------------------------------------

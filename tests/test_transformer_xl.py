@@ -17,12 +17,25 @@ def _spec(**model):
     return dataclasses.replace(BASE, model=BASE.model | model)
 
 
-def test_parameters_are_those_its_training_log_prints():
-    """Lambda's logs of this configuration print `#params = 191948759` and `#non emb params =
-    54599680` (train.py counts the layers' parameters as the latter)."""
-    trace = build_trace(BASE)
-    assert sum(p.numel for p in trace.parameters) == 191_948_759
-    assert sum(p.numel for p in trace.parameters if p.name.startswith("layers.")) == 54_599_680
+@pytest.mark.parametrize("large, total, layers", [(False, 191_948_759, 54_599_680),
+                                                  (True, 519_963_095, 245_532_672)])
+def test_parameters_are_those_its_training_log_prints(large, total, layers):
+    """Lambda's logs of base and large print `#params` and `#non emb params` (train.py counts
+    the layers' parameters as the latter)."""
+    spec = BASE if not large else dataclasses.replace(
+        _spec(n_layer=18, d_model=1024, n_head=16, d_head=64, d_inner=4096, mem_len=256,
+              dropatt=0.2), seq_len=256, batch_size=1)
+    trace = build_trace(spec)
+    assert sum(p.numel for p in trace.parameters) == total
+    assert sum(p.numel for p in trace.parameters if p.name.startswith("layers.")) == layers
+    # large drops out attention probabilities (dropatt 0.2): a mask saved, its backward run
+    # between the product's and the softmax's
+    names = [o.name for o in trace.ops if o.name.startswith("layers.0.dec_attn.")]
+    assert ("layers.0.dec_attn.dropatt" in names) == large
+    if large:
+        order = [names.index(f"layers.0.dec_attn.{n}") for n in (
+            "attn_vec.grad_prob", "dropatt.backward", "softmax.backward_mul")]
+        assert order == sorted(order)
 
 
 def test_matmul_flops_follow_the_layers():
