@@ -99,19 +99,22 @@ def derive(checkout: Path) -> list[dict]:
     return rows
 
 
-def write(rows: list[dict]) -> None:
+def write_csv(rows: list[dict], path: Path, fields: list[str] | tuple[str, ...]) -> None:
     """Replace the CSV whole, so an interrupted run leaves the old file."""
-    fields = list(rows[0])
-    fd, tmp = tempfile.mkstemp(dir=BERT_RUNS.parent, suffix=".csv")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".csv")
     try:
         with os.fdopen(fd, "w", newline="") as f:
             out = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
             out.writeheader()
             out.writerows(rows)
-        os.replace(tmp, BERT_RUNS)
+        os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def write(rows: list[dict]) -> None:
+    write_csv(rows, BERT_RUNS, list(rows[0]))
 
 
 def main() -> int:

@@ -24,16 +24,15 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
-import os
 import re
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
-MEASURED = Path(__file__).resolve().parent / "measured"
-OUT = MEASURED / "lambda_transformerxl_train.csv"
-BERT_RUNS = MEASURED / "lambda_bert_squad_train.csv"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from derive_steady_steps import BERT_RUNS, write_csv  # noqa: E402  (the BERT runs' reader)
+
+OUT = BERT_RUNS.parent / "lambda_transformerxl_train.csv"
 STEP = re.compile(r"\| epoch +\d+ step +(\d+) \|.*?\| ms/batch +([\d.]+) \|")
 BATCH = re.compile(r"batch_size=(\d+)")
 THROUGHPUT = re.compile(r"Training throughput: ([\d.]+) tok/s")
@@ -97,20 +96,6 @@ def _runs(checkout: Path, folder: Path, keys: dict, pytorch: str) -> list[dict]:
     return rows
 
 
-def write(rows: list[dict]) -> None:
-    """Replace the CSV whole, so an interrupted run leaves the old file."""
-    fd, tmp = tempfile.mkstemp(dir=OUT.parent, suffix=".csv")
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            out = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
-            out.writeheader()
-            out.writerows(rows)
-        os.replace(tmp, OUT)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkout", type=Path,
@@ -130,7 +115,7 @@ def main() -> int:
         run = f"{r['hardware']} {r['model']} {r['precision']} b{r['batch_size']} {r['run_date']}"
         print(f"{run:<58} {published:10.1f} {steady:8.1f}  {published / steady - 1:+6.1%}")
     if args.write:
-        write(rows)
+        write_csv(rows, OUT, FIELDS)
         print(f"wrote {OUT}")
     return 0
 
