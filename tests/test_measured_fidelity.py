@@ -162,7 +162,7 @@ def test_held_out_kernels_are_neusights_test_set_with_the_reduction_as_k(harness
 
 def test_held_out_kernels_hold_their_accuracy(harness):
     """NeuSight's test-set kernels on a seeded 25 of each card's class, `sampled`: the figures
-    the model reaches on every case (docs/validation.md: GEMMs T4 20.6 %, L4 25.9 %; vector
+    the model reaches on every case (docs/validation.md: GEMMs T4 20.4 %, L4 26.2 %; vector
     ops 1.1 % and 5.3 %), with room for the sample's spread. The GEMMs' errors are the
     campaigns' clocks, which the ratio of like shapes shows: the test set's T4 ran them in
     0.80 of the kernel set's time."""
