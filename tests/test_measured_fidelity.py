@@ -246,7 +246,7 @@ def test_transformer_xl_steps_hold_their_accuracy(harness):
     2020.02 code on PyTorch 1.4 (cuBLAS 10, whose FP16 head GEMMs over the 267,735-word
     vocabulary run without the tensor cores: the Quadro RTX 6000's AMP step -11.0 %), its fp32
     step on the RTX 2080 Ti (-0.2 %), the 2020.09 code's AMP step on an RTX A6000 (+3.6 %).
-    Within 15 % here; the part's 41 steps have a median of 9.1 %."""
+    Within 15 % here; the part's 41 base steps have a median of 9.1 %."""
     picked = {("TitanRTX", "fp32"), ("QuadroRTX6000", "amp"), ("A6000", "amp")}
     rows = [harness._txl_case((r, "sampled"))
             for r in harness.read_rows("lambda_transformerxl_train.csv")
