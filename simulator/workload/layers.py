@@ -414,6 +414,15 @@ def softmax_reads(t: Tensor, passes: int) -> Access | Tensor:
     return Access(t, t.nbytes, passes=passes, block_threads=softmax_block_threads(cols, elem))
 
 
+def softmax_backward(b: TraceBuilder, name: str, grad: Tensor, out: Tensor,
+                     grad_in: Tensor) -> None:
+    """softmax_backward_cuda_out: tmp = grad * output, one kernel, then the softmax backward
+    over tmp (its sum, then the write into `grad_in`, which reads the output too)."""
+    tmp = b.temporary(f"{name}.grad_times_out", out.shape, out.dtype)
+    b.op(f"{name}.backward_mul", "elementwise", [grad, out], [tmp])
+    b.op(f"{name}.backward", "elementwise", [softmax_reads(tmp, 2), out], [grad_in])
+
+
 def copy(b: TraceBuilder, x: Tensor, shape: tuple[int, ...], name: str) -> Tensor:
     """A permute/transpose made contiguous: reads strided, writes sequential."""
     y = b.activation(f"{name}.out", shape, x)
@@ -513,13 +522,13 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
     copied = eager and s.batch > 1 and s.heads > 1  # matmul's reshape cannot stay a view
     if eager:  # q is read as matmul hands it to bmm; the scale comes after the bmm
         q = q_src
-        q_read = _bmm_operand(b, q_src, q_bytes, (bh, s.q_len, s.head_dim), copied,
+        q_read = bmm_operand(b, q_src, q_bytes, (bh, s.q_len, s.head_dim), copied,
                               f"{name}.q_copy")
     else:
         q = b.activation(f"{name}.q_scaled", (bh, s.q_len, s.head_dim), q_src)
         b.op(f"{name}.scale", "elementwise", [part(q_src, q_bytes, strided)], [q])
         q_read = q
-    k_read = _bmm_operand(b, k_src, kv_bytes, (bh, s.head_dim, s.kv_len), copied,
+    k_read = bmm_operand(b, k_src, kv_bytes, (bh, s.head_dim, s.kv_len), copied,
                           f"{name}.k_copy")
     scores = b.activation(f"{name}.scores", (bh, s.q_len, s.kv_len), q, k_src)
     b.op(f"{name}.qk", "matmul", [q_read, k_read], [scores], s.bmm_flops(), Unit.MATRIX,
@@ -559,17 +568,13 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
         gp = b.grad_of(probs)
         if gp is None:
             return
-        # softmax_backward_cuda_out: tmp = grad * output, one kernel, then the softmax
-        # backward over tmp (its sum, then the write, which reads the output too)
-        tmp = b.temporary(f"{name}.softmax.grad_times_out", probs.shape, probs.dtype)
-        b.op(f"{name}.softmax.backward_mul", "elementwise", [gp, probs], [tmp])
         gs = b.new_grad(probs_in)
-        b.op(f"{name}.softmax.backward", "elementwise", [softmax_reads(tmp, 2), probs], [gs])
+        softmax_backward(b, f"{name}.softmax", gp, probs, gs)
         b.accumulate(probs_in, gs)
 
     b.on_backward(backward_softmax)
     dropped = autocast_low(b, dropout(b, probs, dropout_p, f"{name}.dropout"))
-    v_read = _bmm_operand(b, v_src, kv_bytes, (bh, s.kv_len, s.head_dim), copied,
+    v_read = bmm_operand(b, v_src, kv_bytes, (bh, s.kv_len, s.head_dim), copied,
                           f"{name}.v_copy")
     out = b.activation(f"{name}.out", out_shape, dropped, v_src)
     b.op(f"{name}.av", "matmul", [dropped, v_read], [out], s.bmm_flops(), Unit.MATRIX,
@@ -592,10 +597,11 @@ def _attention_math(b, q_src, k_src, v_src, s: AttentionShape, dropout_p, out_sh
     return out
 
 
-def _bmm_operand(b: TraceBuilder, src: Tensor, nbytes: int, shape: tuple[int, ...],
-                 copied: bool, name: str) -> Access | Tensor:
+def bmm_operand(b: TraceBuilder, src: Tensor, nbytes: int, shape: tuple[int, ...],
+                copied: bool, name: str) -> Access | Tensor:
     """A head-split view of `src` as bmm reads it: the view itself, read in place, or a
-    contiguous copy where eager torch.matmul's reshape makes one (see _attention_math)."""
+    contiguous copy where the reshape before the bmm makes one (eager torch.matmul's:
+    _attention_math; torch.einsum's: models/transformer_xl.py)."""
     if not copied:
         return part(src, nbytes, Pattern.STRIDED)
     out = b.activation(f"{name}.out", shape, src)

@@ -330,9 +330,10 @@ def _emit(b: TraceBuilder, rule: Update, prefix: str, idx, lists: dict[str, list
     for kern in rule.kernels:
         for out in kern.writes:
             if out.startswith(TMP) and out not in temps:
-                shape = (lambda i: ()) if out in rule.scalars else (lambda i: params[i].shape)
-                temps[out] = [b.temporary(f"{params[i].name}.{out[len(TMP):]}", shape(i),
-                                          params[i].dtype) for i in idx]
+                scalar = out in rule.scalars
+                temps[out] = [b.temporary(f"{params[i].name}.{out[len(TMP):]}",
+                                          () if scalar else params[i].shape, params[i].dtype)
+                              for i in idx]
 
         def tensors(names: tuple[str, ...]) -> list[Tensor]:
             return [t for n in names for t in (temps[n] if n in temps

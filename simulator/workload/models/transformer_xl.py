@@ -158,8 +158,7 @@ def _layer(b, m: TransformerXL, w: Tensor, r: Tensor, mem, mask: Tensor, lay: di
         return out
 
     rw_q, rr_q = biased(r_w_bias, "rw_head_q"), biased(r_r_bias, "rr_head_q")
-    k_copy = b.activation(f"{a}.k_copy.out", (batch * n, d, k), heads)
-    b.op(f"{a}.k_copy", "copy", [part(heads, kv_bytes, Pattern.STRIDED)], [k_copy])
+    k_copy = L.bmm_operand(b, heads, kv_bytes, (batch * n, d, k), True, f"{a}.k_copy")
     bmm = 2 * batch * n * q * k * d
     dims = (q, k, d)  # every product's M, N and K are among these (and q x batch)
     ac = b.activation(f"{a}.AC", (batch, n, q, k), rw_q, k_copy)
@@ -188,10 +187,8 @@ def _layer(b, m: TransformerXL, w: Tensor, r: Tensor, mem, mask: Tensor, lay: di
         g_prob = b.grad_of(prob)
         if g_prob is None:
             return
-        tmp = b.temporary(f"{a}.softmax.grad_times_out", prob.shape, prob.dtype)
-        b.op(f"{a}.softmax.backward_mul", "elementwise", [g_prob, prob], [tmp])
         g_score = b.temporary(f"grad({score.name})", score.shape, score.dtype)
-        b.op(f"{a}.softmax.backward", "elementwise", [L.softmax_reads(tmp, 2), prob], [g_score])
+        L.softmax_backward(b, f"{a}.softmax", g_prob, prob, g_score)
         b.op(f"{a}.masked_fill.backward", "elementwise", [g_score, mask], [g_score])
         g_sum = b.temporary(f"grad({a}.add_and_scale)", score.shape, score.dtype)
         b.op(f"{a}.add_and_scale.backward", "elementwise", [g_score], [g_sum])
@@ -227,8 +224,7 @@ def _layer(b, m: TransformerXL, w: Tensor, r: Tensor, mem, mask: Tensor, lay: di
 
     b.on_backward(scores_backward)
     dropped = L.dropout(b, prob, m.dropatt, f"{a}.dropatt")
-    v_copy = b.activation(f"{a}.v_copy.out", (batch * n, k, d), heads)
-    b.op(f"{a}.v_copy", "copy", [part(heads, kv_bytes, Pattern.STRIDED)], [v_copy])
+    v_copy = L.bmm_operand(b, heads, kv_bytes, (batch * n, k, d), True, f"{a}.v_copy")
     vec = b.activation(f"{a}.attn_vec", (batch, n, q, d), dropped, v_copy)
     L.bmm(b, f"{a}.attn_vec", [dropped, v_copy], [vec], bmm, dims)
     merged = b.activation(f"{a}.attn_vec.contiguous", (q, batch, nd), vec)
