@@ -11,7 +11,7 @@ from simulator.config.hardware import load_hardware
 from simulator.config.workload import Execution, load_workload
 from simulator.gpu import library
 from simulator.gpu.clocks import Clocks, ClockState, clocks
-from simulator.gpu.compute import GemmShape, gemm_plan, kernel_compute
+from simulator.gpu.compute import GemmShape, gemm_plan, kernel_compute, matmul_candidates
 from simulator.gpu.convolution import conv_algorithms, is_weight_grad
 from simulator.gpu.dispatch import DISPATCH_US, ISSUE_SHARE, dispatch_s
 from simulator.pipeline import Step
@@ -236,6 +236,37 @@ def test_cublas_10_runs_16_bit_gemms_off_multiples_of_8_on_the_cuda_cores():
         ops = _linear_ops(out_f, cublas_major=cublas)
         assert {o.math_dtype for o in ops.values()} == {math}, (out_f, cublas)
     assert {o.math_dtype for o in _linear_ops(1001, "fp32", 10).values()} == {"fp32"}
+
+
+def _tf32_matmul(m: int, n: int, k: int, batch: int = 1):
+    b = TraceBuilder("k", "fp32", Execution(allow_tf32_matmul=True))
+    x = b.tensor("x", (batch, m, k), Category.INPUT)
+    w = b.tensor("w", (batch, k, n), Category.INPUT)
+    y = b.tensor("y", (batch, m, n), Category.ACTIVATION)
+    L.bmm(b, "mm", [x, w], [y], 2 * batch * m * n * k, dims=(m, n, k))
+    return b.trace().ops[0]
+
+
+def test_tf32_allowed_the_library_runs_a_matmul_where_it_finishes_first():
+    """TF32 allows the tensor cores, it does not require them: a GeForce Ampere card's TF32
+    rate is its FP32 one, so a short K loop (attention's K = 64) runs faster as an FP32 kernel
+    on the CUDA cores; a professional GA102's TF32 rate is twice its FP32 one, and a long
+    aligned product stays on the tensor cores; Hopper's TF32 rate is seven times its FP32."""
+    scores = _tf32_matmul(512, 512, 64, batch=192)
+    long_k = _tf32_matmul(4096, 4096, 4096)
+    odd_k = _tf32_matmul(512, 6144, 267735)  # a vocabulary head's input gradient
+    for card, op, unit in (("rtx-3070", scores, "fp32"), ("rtx-a6000", scores, "fp32"),
+                           ("rtx-a6000", long_k, "tf32_tensor"),
+                           ("rtx-a6000", odd_k, "fp32"), ("h100-sxm", scores, "tf32_tensor"),
+                           ("h100-sxm", odd_k, "tf32_tensor")):
+        hw = load_hardware(card)
+        both = matmul_candidates(hw, op)
+        assert [c.ceiling.key for c in both] == ["tf32_tensor", "fp32"]
+        chosen = kernel_compute(hw, op)
+        assert chosen.ceiling.key == unit, (card, op.flops)
+        assert chosen.time_s == min(c.time_s for c in both)
+    t4 = load_hardware("t4")  # no TF32 unit: the FP32 kernels alone
+    assert [c.ceiling.key for c in matmul_candidates(t4, scores)] == ["fp32"]
 
 
 def test_a_tf32_matmul_runs_on_tensor_cores_with_its_chips_family_and_fp32_the_cuda_cores():

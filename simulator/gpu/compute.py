@@ -217,13 +217,38 @@ def kernel_compute(hw: Hardware, op: Op, clock_scale: float | None = None,
         return KernelCompute(c, op.flops / (peak * family.mainloop), 1.0, 1.0,
                              family.mainloop)
     if op.kind == "matmul":
-        plan, library = gemm_plan(shape, family, hw.sm_count,
-                                  DTYPE_BYTES[op.reads[0].tensor.dtype],
-                                  b_along_n=op.layout != "tn")
-        return KernelCompute(c, op.flops / (peak * plan.efficiency * library),
-                             plan.tile_efficiency, plan.wave_efficiency, library)
+        return min(matmul_candidates(hw, op, clock_scale), key=lambda k: k.time_s)
     # cuDNN in benchmark mode runs whichever of its algorithms is fastest
     return min(conv_candidates(hw, op, clock_scale, costs), key=lambda k: k.time_s)
+
+
+def _units(hw: Hardware, c: Ceiling, peak: float) -> list[tuple[Ceiling, float, KernelFamily]]:
+    """The units whose kernels the library may run an op of ceiling `c` on, each with its
+    FLOP/s at the clock `peak` is at and its kernel family: TF32 allowed lets cuBLAS and cuDNN
+    pick an FP32 kernel on the CUDA cores where it finishes first (TF32 permits the tensor
+    cores, it does not require them: CUBLAS_COMPUTE_32F_FAST_TF32 in the cuBLAS
+    documentation)."""
+    units = [(c, peak, kernel_family(c.key, hw.chip))]
+    if c.key == "tf32_tensor":
+        simt = ceiling(hw, Unit.VECTOR, "fp32")
+        units.append((simt, simt.flops_per_s * peak / c.flops_per_s,
+                      kernel_family(simt.key, hw.chip)))
+    return units
+
+
+def matmul_candidates(hw: Hardware, op: Op, clock_scale: float | None = None
+                      ) -> list[KernelCompute]:
+    """A matmul through the library's kernels on each unit it may use (`_units`)."""
+    c = op_ceiling(hw, op)
+    shape = gemm_shape(op)
+    out = []
+    for unit, unit_peak, fam in _units(hw, c, _peak_at_clock(hw, c, clock_scale)):
+        plan, library = gemm_plan(shape, fam, hw.sm_count,
+                                  DTYPE_BYTES[op.reads[0].tensor.dtype],
+                                  b_along_n=op.layout != "tn")
+        out.append(KernelCompute(unit, op.flops / (unit_peak * plan.efficiency * library),
+                                 plan.tile_efficiency, plan.wave_efficiency, library))
+    return out
 
 
 def conv_candidates(hw: Hardware, op: Op, clock_scale: float | None = None,
@@ -234,11 +259,7 @@ def conv_candidates(hw: Hardware, op: Op, clock_scale: float | None = None,
     c = op_ceiling(hw, op)
     peak = _peak_at_clock(hw, c, clock_scale)
     clock_share = peak / c.flops_per_s  # the kernels' fixed time runs on the SM clock too
-    units = [(c, peak, kernel_family(c.key, hw.chip))]
-    if c.key == "tf32_tensor":
-        simt = ceiling(hw, Unit.VECTOR, "fp32")
-        units.append((simt, simt.flops_per_s * peak / c.flops_per_s,
-                      kernel_family(simt.key, hw.chip)))
+    units = _units(hw, c, peak)
     costs = costs or conv_costs()
     shape = gemm_shape(op)
     out = []
