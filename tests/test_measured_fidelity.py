@@ -190,9 +190,10 @@ def test_resnet50_steps_on_unseen_cards_hold_their_accuracy(harness):
 def test_laptop_gpus_at_their_rated_boost_hold_their_accuracy(harness):
     """Lambda's laptop GPUs, each file TechPowerUp's variant of the part at its rated boost
     (a laptop's clock is its maker's setting): held out of everything, and apart from the
-    other cards' steps. The farthest of their 18 steps in each direction and the slowest
-    ResNet-50 one: the RTX 3080 Max-Q's BERT-base fp32 (+21.4 % now) and ResNet-50 fp32
-    (-19.0 %), the RTX 2080 Super Max-Q's ResNet-50 fp32 (+16.5 %), within 25 %."""
+    other cards' steps. The farthest of their 18 steps, the RTX 3080 Max-Q's ResNet-50 fp32
+    (-19.0 %), its BERT-base fp32 (+7.4 % now, +21.4 % with every TF32 matmul on the tensor
+    cores) and the slowest ResNet-50 one, the RTX 2080 Super Max-Q's fp32 (+16.5 %), within
+    25 %."""
     rows = harness.lambda_rows("sampled", cards={"rtx-3080-max-q-16gb": "fp32",
                                                  "rtx-2080-super-max-q": "fp32"}, laptops=True)
     rows += harness.lambda_bert_rows("sampled", laptops=True, keep=lambda r: (
@@ -229,7 +230,7 @@ def test_bert_squad_steps_are_the_runs_they_name(harness):
     gradient clipping (its norm read on the host) and BertAdam's loop over the parameters in
     fp32, against the warm step its log shows. Both runs used PyTorch before 1.10, whose
     clip_grad_norm_ waits for the GPU at each parameter, so the loop runs at the host's pace
-    (the 3070's step at batch 1 +3.6 %, the Quadro RTX 5000's +5.6 %, each with its
+    (the 3070's step at batch 1 -5.5 %, the Quadro RTX 5000's +5.6 %, each with its
     PyTorch 1.x zero_grad filling the gradients with zeros). Within 10 % here."""
     rows = harness.lambda_bert_rows("sampled", keep=lambda r: r["lambda_system"] in
                                     ("QuadroRTX5000", "3070") and r["model"] == "bert_large"
@@ -246,7 +247,7 @@ def test_transformer_xl_steps_hold_their_accuracy(harness):
     2020.02 code on PyTorch 1.4 (cuBLAS 10, whose FP16 head GEMMs over the 267,735-word
     vocabulary run without the tensor cores: the Quadro RTX 6000's AMP step -11.0 %), its fp32
     step on the RTX 2080 Ti (-0.2 %), the 2020.09 code's AMP step on an RTX A6000 (+3.6 %).
-    Within 15 % here; the part's 41 base steps have a median of 9.1 %."""
+    Within 15 % here; the part's 41 base steps have a median of 6.6 %."""
     picked = {("TitanRTX", "fp32"), ("QuadroRTX6000", "amp"), ("A6000", "amp")}
     rows = [harness._txl_case((r, "sampled"))
             for r in harness.read_rows("lambda_transformerxl_train.csv")
@@ -402,8 +403,8 @@ def test_the_shipped_vgg16_is_the_small_batch_one(harness):
 def test_the_rtx_6000_adas_tf32_step_runs_at_its_derived_clock_and_the_16_bit_family(harness):
     """Lambda's BERT-base SQuAD fp32 step on the RTX 6000 Ada, TF32 allowed: its GEMMs at the
     1390 MHz its own torch.mm runs give and with the 16-bit MMA family Ampere and Ada run TF32
-    with (both from kernel-level data, not from this step): +5.7 % now, -15.3 % at its boost
-    clock, +16.6 % with the TF32 family fitted on the H200 (against the warm step)."""
+    with (both from kernel-level data, not from this step): +4.0 % now, -14.7 % at its boost
+    clock, +16.8 % with the TF32 family fitted on the H200 (against the warm step)."""
     rows = harness.lambda_bert_rows("sampled", keep=lambda r: r["lambda_system"] ==
                                     "AdaA6000_v1" and r["model"] == "bert_base"
                                     and r["precision"] == "fp32")
