@@ -113,10 +113,6 @@ def write_csv(rows: list[dict], path: Path, fields: list[str] | tuple[str, ...])
         raise
 
 
-def write(rows: list[dict]) -> None:
-    write_csv(rows, BERT_RUNS, list(rows[0]))
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkout", type=Path,
@@ -136,7 +132,7 @@ def main() -> int:
         print(f"{run:<52} {published:10.1f} {steady:8.1f}  {published / steady - 1:+6.1%}"
               f"       {r['steady_from']}")
     if args.write:
-        write(rows)
+        write_csv(rows, BERT_RUNS, list(rows[0]))
         print(f"wrote {BERT_RUNS}")
     return 0
 

@@ -211,11 +211,9 @@ def kernel_compute(hw: Hardware, op: Op, clock_scale: float | None = None,
     peak = _peak_at_clock(hw, c, clock_scale)
     if op.unit is not Unit.MATRIX or not op.flops:
         return KernelCompute(c, op.flops / peak, 1.0, 1.0)
-    family = kernel_family(c.key, hw.chip)
-    shape = gemm_shape(op)
-    if shape is None:  # a fused kernel (attention): the main loop's losses, no tile plan known
-        return KernelCompute(c, op.flops / (peak * family.mainloop), 1.0, 1.0,
-                             family.mainloop)
+    if gemm_shape(op) is None:  # a fused kernel (attention): its main loop, no tile plan known
+        mainloop = kernel_family(c.key, hw.chip).mainloop
+        return KernelCompute(c, op.flops / (peak * mainloop), 1.0, 1.0, mainloop)
     if op.kind == "matmul":
         return min(matmul_candidates(hw, op, clock_scale), key=lambda k: k.time_s)
     # cuDNN in benchmark mode runs whichever of its algorithms is fastest
